@@ -1,0 +1,84 @@
+"""The ReAct core: messages, tools, models, hooks and the agent loop.
+
+Usable without the rest of Harness; it depends only on :mod:`harness.errors` and
+:mod:`harness.context`.
+"""
+
+from harness.kernel.agent import DEFAULT_MAX_ITERS, ReActAgent
+from harness.kernel.events import (
+    Error,
+    Event,
+    PostActing,
+    PostCall,
+    PostCompact,
+    PostReasoning,
+    PreActing,
+    PreCall,
+    PreCompact,
+    PreReasoning,
+)
+from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain
+from harness.kernel.message import (
+    ContentBlock,
+    ImageBlock,
+    Msg,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    as_messages,
+    new_id,
+)
+from harness.kernel.model import ChatChunk, ChatModel, ChatResponse, ToolSchema, Usage, complete
+from harness.kernel.streaming import (
+    Reply,
+    StreamItem,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from harness.kernel.toolkit import Tool, Toolkit
+
+__all__ = [
+    "DEFAULT_HOOK_PRIORITY",
+    "DEFAULT_MAX_ITERS",
+    "ChatChunk",
+    "ChatModel",
+    "ChatResponse",
+    "ContentBlock",
+    "Error",
+    "Event",
+    "Hook",
+    "HookChain",
+    "ImageBlock",
+    "Msg",
+    "PostActing",
+    "PostCall",
+    "PostCompact",
+    "PostReasoning",
+    "PreActing",
+    "PreCall",
+    "PreCompact",
+    "PreReasoning",
+    "ReActAgent",
+    "Reply",
+    "Role",
+    "StreamItem",
+    "TextBlock",
+    "TextDelta",
+    "ThinkingBlock",
+    "ThinkingDelta",
+    "Tool",
+    "ToolFinished",
+    "ToolResultBlock",
+    "ToolSchema",
+    "ToolStarted",
+    "ToolUseBlock",
+    "Toolkit",
+    "Usage",
+    "as_messages",
+    "complete",
+    "new_id",
+]

@@ -1,0 +1,292 @@
+"""The ReAct loop: reason, act, repeat until the model answers without calling a tool.
+
+:class:`ReActAgent` is usable on its own. Everything the harness adds reaches it through the
+two extension points, the hook chain and the toolkit; the loop itself knows nothing of
+workspaces, memory files or sessions.
+
+A call works on a *memory*, the list of messages the conversation keeps. By default that is the
+agent's own ``memory`` list; a caller that serves many conversations passes one per call, so
+concurrent calls never share a list. The system prompt is not part of memory: it is put in front
+of memory for every model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
+
+from harness.context import RuntimeContext
+from harness.errors import AgentInterrupted, ModelError
+from harness.kernel.events import (
+    Error,
+    PostActing,
+    PostCall,
+    PostReasoning,
+    PreActing,
+    PreCall,
+    PreReasoning,
+)
+from harness.kernel.hooks import Hook, HookChain
+from harness.kernel.message import Msg, ToolUseBlock, as_messages
+from harness.kernel.model import ChatModel, ChatResponse
+from harness.kernel.streaming import (
+    Reply,
+    StreamItem,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from harness.kernel.toolkit import Tool, Toolkit
+
+__all__ = ["DEFAULT_MAX_ITERS", "MAX_ITERS_HINT", "ReActAgent"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ITERS = 15
+"""Reasoning steps per call before the agent is asked to answer without tools."""
+
+MAX_ITERS_HINT = (
+    "You have used every reasoning step available for this request. Do not call any tool: "
+    "answer now, summarizing what you found and what is left to do."
+)
+
+Emit = Callable[[StreamItem], None]
+
+
+class ReActAgent:
+    """A reasoning-and-acting agent over a :class:`ChatModel`.
+
+    Args:
+        name: The agent's name; also the ``name`` of its assistant messages.
+        sys_prompt: The system prompt put in front of every model call (may be empty).
+        model: The model to reason with.
+        toolkit: Tools the model may call. Tools contributed by hooks are added to a copy; the
+            caller's toolkit is never changed.
+        hooks: Hooks to run, ordered by priority (ties keep this order).
+        max_iters: Reasoning steps per call; after the last one the model must answer in text.
+        parallel_tools: Run the tool calls of one step concurrently.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: ChatModel,
+        sys_prompt: str = "",
+        toolkit: Toolkit | Iterable[Callable[..., Any] | Tool] = (),
+        hooks: Iterable[Hook] = (),
+        max_iters: int = DEFAULT_MAX_ITERS,
+        parallel_tools: bool = True,
+    ) -> None:
+        if max_iters < 1:
+            msg = f"max_iters must be at least 1, got {max_iters}"
+            raise ValueError(msg)
+        self.name = name
+        self.model = model
+        self.max_iters = max_iters
+        self.parallel_tools = parallel_tools
+        self.hooks = HookChain(hooks)
+        base = toolkit if isinstance(toolkit, Toolkit) else Toolkit(toolkit)
+        self.toolkit = Toolkit(base.tools)
+        for hook in self.hooks.hooks:
+            for tool in hook.tools():
+                self.toolkit.register(tool)
+        self.system_message: Msg | None = (
+            Msg(role="system", name="system", content=sys_prompt) if sys_prompt else None
+        )
+        self.memory: list[Msg] = []
+        self._running: set[asyncio.Task[Any]] = set()
+        self._interrupting: set[asyncio.Task[Any]] = set()
+
+    async def call(
+        self,
+        msgs: str | Msg | Sequence[Msg] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        memory: list[Msg] | None = None,
+    ) -> Msg:
+        """Run one call to its final answer.
+
+        Args:
+            msgs: New input: a user text, a message, a list of messages, or nothing.
+            ctx: The call's context (an empty one if not given).
+            memory: The conversation to continue and extend; the agent's own ``memory`` if None.
+
+        Raises:
+            AgentInterrupted: :meth:`interrupt` stopped the call.
+            ModelError: The model failed (see its subclasses).
+        """
+        return await self._run(
+            as_messages(msgs),
+            ctx or RuntimeContext(),
+            self.memory if memory is None else memory,
+            emit=None,
+        )
+
+    async def stream(
+        self,
+        msgs: str | Msg | Sequence[Msg] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        memory: list[Msg] | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Run one call, yielding deltas and tool activity as they happen, then the :class:`Reply`.
+
+        Closing the iterator early cancels the call.
+        """
+        queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
+        task = asyncio.create_task(
+            self._run(
+                as_messages(msgs),
+                ctx or RuntimeContext(),
+                self.memory if memory is None else memory,
+                emit=queue.put_nowait,
+            )
+        )
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            reply = task.result()
+            yield Reply(reply)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def interrupt(self) -> None:
+        """Stop every call this agent is running; each raises :class:`AgentInterrupted`."""
+        for task in list(self._running):
+            self._interrupting.add(task)
+            task.cancel()
+
+    async def _run(
+        self, inputs: list[Msg], ctx: RuntimeContext, memory: list[Msg], emit: Emit | None
+    ) -> Msg:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            memory.extend(inputs)
+            await self.hooks.dispatch(PreCall(ctx=ctx, agent=self.name, memory=memory, inputs=inputs))
+            reply = await self._loop(ctx, memory, emit)
+            post = PostCall(ctx=ctx, agent=self.name, memory=memory, reply=reply)
+            await self.hooks.dispatch(post)
+            return post.reply
+        except asyncio.CancelledError as exc:
+            if task in self._interrupting:
+                task.uncancel()
+                error = AgentInterrupted(f"agent {self.name!r} was interrupted")
+                await self._report(ctx, memory, error)
+                raise error from None
+            await self._report(ctx, memory, exc)
+            raise
+        except Exception as exc:
+            await self._report(ctx, memory, exc)
+            raise
+        finally:
+            self._running.discard(task)
+            self._interrupting.discard(task)
+
+    async def _report(self, ctx: RuntimeContext, memory: list[Msg], error: BaseException) -> None:
+        """Tell the hooks a call failed; a hook that fails here must not hide the original error."""
+        try:
+            await self.hooks.dispatch(Error(ctx=ctx, agent=self.name, memory=memory, error=error))
+        except Exception as hook_error:
+            logger.exception("a hook failed while handling %r", error)
+            error.add_note(f"while reporting this error, a hook failed: {hook_error!r}")
+
+    async def _loop(self, ctx: RuntimeContext, memory: list[Msg], emit: Emit | None) -> Msg:
+        for step in range(self.max_iters):
+            message = await self._reason(ctx, memory, step, emit, final=False)
+            calls = message.tool_uses
+            if not calls:
+                return message
+            await self._act_all(ctx, memory, calls, emit)
+        return await self._reason(ctx, memory, self.max_iters, emit, final=True)
+
+    async def _reason(
+        self, ctx: RuntimeContext, memory: list[Msg], step: int, emit: Emit | None, *, final: bool
+    ) -> Msg:
+        messages = [self.system_message, *memory] if self.system_message else list(memory)
+        if final:
+            messages.append(Msg(role="user", name="system_hint", content=MAX_ITERS_HINT))
+        event = PreReasoning(
+            ctx=ctx,
+            agent=self.name,
+            memory=memory,
+            step=step,
+            messages=messages,
+            tools=[] if final else list(self.toolkit.schemas()),
+        )
+        await self.hooks.dispatch(event)
+        started = time.perf_counter()
+        response: ChatResponse | None = None
+        async for item in self.model.stream(event.messages, event.tools):
+            if isinstance(item, ChatResponse):
+                response = item
+            elif emit is not None:
+                if item.text:
+                    emit(TextDelta(item.text))
+                if item.thinking:
+                    emit(ThinkingDelta(item.thinking))
+        if response is None:
+            msg = f"model {self.model.model_name!r} ended its stream without a final response"
+            raise ModelError(msg)
+        metadata: dict[str, Any] = {"model": response.model or self.model.model_name}
+        if response.usage is not None:
+            metadata["usage"] = {
+                "input_tokens": response.usage.input_tokens,
+                "output_tokens": response.usage.output_tokens,
+            }
+        message = Msg(role="assistant", name=self.name, content=response.content, metadata=metadata)
+        memory.append(message)
+        await self.hooks.dispatch(
+            PostReasoning(
+                ctx=ctx,
+                agent=self.name,
+                memory=memory,
+                step=step,
+                message=message,
+                model=metadata["model"],
+                usage=response.usage,
+                latency_s=time.perf_counter() - started,
+            )
+        )
+        return message
+
+    async def _act_all(
+        self, ctx: RuntimeContext, memory: list[Msg], calls: list[ToolUseBlock], emit: Emit | None
+    ) -> None:
+        if self.parallel_tools and len(calls) > 1:
+            results = await asyncio.gather(*(self._act(ctx, memory, c, emit) for c in calls))
+        else:
+            results = [await self._act(ctx, memory, call, emit) for call in calls]
+        memory.extend(results)
+
+    async def _act(
+        self, ctx: RuntimeContext, memory: list[Msg], call: ToolUseBlock, emit: Emit | None
+    ) -> Msg:
+        await self.hooks.dispatch(PreActing(ctx=ctx, agent=self.name, memory=memory, tool_call=call))
+        if emit is not None:
+            emit(ToolStarted(call))
+        started = time.perf_counter()
+        result = await self.toolkit.call(call, ctx)
+        event = PostActing(
+            ctx=ctx,
+            agent=self.name,
+            memory=memory,
+            tool_call=call,
+            result=result,
+            latency_s=time.perf_counter() - started,
+        )
+        await self.hooks.dispatch(event)
+        if emit is not None:
+            emit(ToolFinished(event.result))
+        return Msg.tool_result(event.result)

@@ -1,0 +1,120 @@
+"""The events an agent emits to its hooks.
+
+Every event carries the call's :class:`RuntimeContext` (``ctx``), the agent's name and the
+call's conversation (``memory``: the messages the agent keeps, in order). Fields documented as
+mutable are the points where hooks change what happens next:
+
+- :class:`PreReasoning.messages` is rebuilt from memory for every step, so whatever a hook puts
+  there (a system-prompt section, a trimmed history) is seen by this one model call and never
+  written back into memory;
+- :class:`PostActing.result` replaces the tool result that memory keeps;
+- :class:`PostCall.reply` replaces the reply the caller receives.
+
+Compaction replaces the start of ``memory`` itself and announces it with
+:class:`PreCompact`/:class:`PostCompact`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.context import RuntimeContext
+from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
+from harness.kernel.model import ToolSchema, Usage
+
+__all__ = [
+    "Error",
+    "Event",
+    "PostActing",
+    "PostCall",
+    "PostCompact",
+    "PostReasoning",
+    "PreActing",
+    "PreCall",
+    "PreCompact",
+    "PreReasoning",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class Event:
+    """Base of all events."""
+
+    ctx: RuntimeContext
+    agent: str
+    memory: list[Msg]
+
+
+@dataclass(slots=True, kw_only=True)
+class PreCall(Event):
+    """A call starts; ``inputs`` are already appended to memory."""
+
+    inputs: list[Msg]
+
+
+@dataclass(slots=True, kw_only=True)
+class PreReasoning(Event):
+    """A model call is about to be made with ``messages`` and ``tools`` (both mutable)."""
+
+    step: int
+    messages: list[Msg]
+    tools: list[ToolSchema]
+
+
+@dataclass(slots=True, kw_only=True)
+class PostReasoning(Event):
+    """The model answered; ``message`` is already in memory."""
+
+    step: int
+    message: Msg
+    model: str
+    usage: Usage | None
+    latency_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class PreActing(Event):
+    """A tool is about to run."""
+
+    tool_call: ToolUseBlock
+
+
+@dataclass(slots=True, kw_only=True)
+class PostActing(Event):
+    """A tool finished; ``result`` (mutable) is what memory will keep."""
+
+    tool_call: ToolUseBlock
+    result: ToolResultBlock
+    latency_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class PostCall(Event):
+    """A call finished; ``reply`` (mutable) is what the caller receives."""
+
+    reply: Msg
+
+
+@dataclass(slots=True, kw_only=True)
+class Error(Event):
+    """A call failed or was interrupted; the error is re-raised after the hooks ran."""
+
+    error: BaseException
+
+
+@dataclass(slots=True, kw_only=True)
+class PreCompact(Event):
+    """Compaction is about to replace the first ``cut`` messages of memory with a summary."""
+
+    cut: int
+    tokens_before: int
+
+
+@dataclass(slots=True, kw_only=True)
+class PostCompact(Event):
+    """Compaction replaced ``removed`` messages with ``summary``."""
+
+    removed: int
+    summary: Msg
+    tokens_after: int
+    details: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,61 @@
+"""Hooks: the agent's extension point for everything that is not the reasoning loop itself.
+
+A hook has a ``priority`` (lower runs first; hooks of equal priority run in the order they
+were registered; user hooks default to 100) and one coroutine, ``on_event``. A hook that only
+cares about some events lists their types in ``events`` so the chain never calls it for the
+others. Hooks keep no per-call state in their own fields: everything about the call is on the
+event, starting with its :class:`~harness.context.RuntimeContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
+
+from harness.kernel.events import Event
+from harness.kernel.toolkit import Tool
+
+__all__ = ["DEFAULT_HOOK_PRIORITY", "Hook", "HookChain"]
+
+DEFAULT_HOOK_PRIORITY = 100
+"""The priority of a hook that does not set one: after the harness's own hooks up to 80,
+before workspace context and session persistence at 900."""
+
+
+class Hook:
+    """Base class of hooks. Override :meth:`on_event`; set ``priority`` and ``events``."""
+
+    priority: int = DEFAULT_HOOK_PRIORITY
+    events: ClassVar[tuple[type[Event], ...]] = ()
+    """The event types this hook handles; empty means all."""
+
+    async def on_event(self, event: Event) -> None:
+        """React to an event, mutating its documented mutable fields if needed."""
+
+    def tools(self) -> Sequence[Callable[..., Any] | Tool]:
+        """Tools this hook contributes to the agent's toolkit."""
+        return ()
+
+    def handles(self, event_type: type[Event]) -> bool:
+        return not self.events or issubclass(event_type, self.events)
+
+
+class HookChain:
+    """Hooks sorted by priority (stable), dispatched per event type."""
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        self.hooks: tuple[Hook, ...] = tuple(sorted(hooks, key=lambda hook: hook.priority))
+        self._by_type: dict[type[Event], tuple[Hook, ...]] = {}
+
+    def for_event(self, event_type: type[Event]) -> tuple[Hook, ...]:
+        """The hooks that handle ``event_type``, in order (cached)."""
+        hooks = self._by_type.get(event_type)
+        if hooks is None:
+            hooks = tuple(hook for hook in self.hooks if hook.handles(event_type))
+            self._by_type[event_type] = hooks
+        return hooks
+
+    async def dispatch(self, event: Event) -> None:
+        """Run every hook that handles the event, in order. A hook's exception propagates."""
+        for hook in self.for_event(type(event)):
+            await hook.on_event(event)

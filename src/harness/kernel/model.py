@@ -1,0 +1,88 @@
+"""The contract between an agent and a language model.
+
+A :class:`ChatModel` turns a list of messages (and the tools on offer) into a stream: zero or
+more :class:`ChatChunk` deltas for display, then exactly one :class:`ChatResponse` with the full
+content and the provider's token usage. Adapters translate provider errors into
+:class:`~harness.errors.ModelError` and its subclasses, so the agent can tell a context overflow
+from a rate limit without knowing the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from harness.errors import ModelError
+from harness.kernel.message import ContentBlock, Msg
+
+__all__ = ["ChatChunk", "ChatModel", "ChatResponse", "ToolSchema", "Usage", "complete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them."""
+
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChunk:
+    """A streamed delta: text or thinking as it arrives."""
+
+    text: str = ""
+    thinking: str = ""
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """A complete model answer."""
+
+    content: list[ContentBlock]
+    usage: Usage | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """A tool as the model sees it: a name, a description and a JSON schema of its input."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A language model the agent can talk to."""
+
+    @property
+    def model_name(self) -> str:
+        """The provider's name of the model, for logs and traces."""
+        ...
+
+    def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        """Yield deltas, then one final :class:`ChatResponse`."""
+        ...
+
+
+async def complete(
+    model: ChatModel, messages: Sequence[Msg], tools: Sequence[ToolSchema] = (), **options: Any
+) -> ChatResponse:
+    """Run ``model.stream`` to the end and return its final response."""
+    response: ChatResponse | None = None
+    async for item in model.stream(messages, tools, **options):
+        if isinstance(item, ChatResponse):
+            response = item
+    if response is None:
+        msg = f"model {model.model_name!r} ended its stream without a final response"
+        raise ModelError(msg)
+    return response

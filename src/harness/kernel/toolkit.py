@@ -1,0 +1,259 @@
+"""Tools: plain Python functions the model may call.
+
+A tool is any function, sync or async. Its JSON schema comes from the signature and the
+Google-style docstring: the first paragraph describes the tool, the ``Args:`` section describes
+each parameter, a parameter with a default is optional in the schema, and ``X | None = None``
+is offered to the model as an optional ``X``. A parameter annotated :class:`RuntimeContext` is
+not shown to the model; it receives the context of the call that runs the tool.
+
+Running a tool never raises into the agent loop: unknown tools, arguments that fail validation
+and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
+``is_error=True`` and a message the model can act on. Sync tools run in a worker thread so they
+cannot block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from harness.context import RuntimeContext
+from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from harness.kernel.model import ToolSchema
+
+__all__ = ["Tool", "Toolkit"]
+
+logger = logging.getLogger(__name__)
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
+_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and per-argument descriptions."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    args: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    arg_indent = 0
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args, current = True, None
+            continue
+        if in_args:
+            if _SECTION_HEADER.match(line) and not line.startswith(" "):
+                in_args, current = False, None
+                continue
+            indent = len(line) - len(line.lstrip())
+            match = _ARG_LINE.match(line)
+            if match and (current is None or indent <= arg_indent):
+                current, arg_indent = match.group(1), indent
+                args[current] = match.group(2).strip()
+            elif current is not None and line.strip():
+                args[current] = f"{args[current]} {line.strip()}".strip()
+            continue
+        if _SECTION_HEADER.match(line) and not line.startswith(" "):
+            break
+        description.append(line)
+    text = "\n".join(description).strip()
+    return text.split("\n\n")[0].replace("\n", " ").strip(), args
+
+
+def _strip_none(annotation: Any) -> Any:
+    """``X | None`` -> ``X`` (for a parameter whose default is None)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation
+
+
+def _clean_schema(node: Any) -> Any:
+    """Drop pydantic's ``title`` keys, which only add noise for the model."""
+    if isinstance(node, dict):
+        return {
+            key: _clean_schema(value)
+            for key, value in node.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(node, list):
+        return [_clean_schema(item) for item in node]
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A registered tool: the function, its schema and how to call it."""
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    input_model: type[BaseModel]
+    schema: ToolSchema
+    context_param: str | None
+
+    @classmethod
+    def from_function(
+        cls, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """Build a tool from a function's signature and docstring."""
+        tool_name = name or getattr(func, "__name__", "")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool_name):
+            msg = f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'"
+            raise ValueError(msg)
+        summary, arg_docs = _parse_docstring(inspect.getdoc(func))
+        hints = get_type_hints(func)
+        fields: dict[str, Any] = {}
+        context_param: str | None = None
+        for param in inspect.signature(func).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                msg = f"tool {tool_name!r}: *args and **kwargs cannot be described to a model"
+                raise TypeError(msg)
+            annotation = hints.get(param.name, Any)
+            if annotation is RuntimeContext or _strip_none(annotation) is RuntimeContext:
+                context_param = param.name
+                continue
+            doc = arg_docs.get(param.name)
+            if param.default is inspect.Parameter.empty:
+                fields[param.name] = (annotation, Field(description=doc))
+            else:
+                if param.default is None:
+                    annotation = _strip_none(annotation) | None
+                fields[param.name] = (annotation, Field(default=param.default, description=doc))
+        model = create_model(  # type: ignore[call-overload]
+            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        parameters = _clean_schema(model.model_json_schema())
+        for prop_name, prop in parameters.get("properties", {}).items():
+            if fields[prop_name][1].default is None and "anyOf" in prop:
+                options = [opt for opt in prop.pop("anyOf") if opt.get("type") != "null"]
+                prop.pop("default", None)
+                prop.update(options[0] if len(options) == 1 else {"anyOf": options})
+        parameters.pop("additionalProperties", None)
+        parameters.setdefault("properties", {})
+        text = description if description is not None else summary
+        schema = ToolSchema(name=tool_name, description=text, parameters=parameters)
+        return cls(tool_name, text, func, model, schema, context_param)
+
+    async def run(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock:
+        """Validate the arguments, run the function, and wrap whatever happens as a result."""
+        try:
+            parsed = self.input_model.model_validate(call.input)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return _error(call, f"invalid arguments for tool '{self.name}': {problems}")
+        kwargs = {key: getattr(parsed, key) for key in type(parsed).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        try:
+            if inspect.iscoroutinefunction(self.func):
+                value = await self.func(**kwargs)
+            else:
+                value = await asyncio.to_thread(self.func, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+        except Exception as exc:
+            logger.debug("tool %s failed", self.name, exc_info=True)
+            return _error(call, f"{type(exc).__name__}: {exc}")
+        return ToolResultBlock(id=call.id, name=call.name, output=_to_output(value))
+
+
+def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return ToolResultBlock(id=call.id, name=call.name, output=f"Error: {text}", is_error=True)
+
+
+def _to_output(value: Any) -> str | list[TextBlock | ImageBlock]:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(no output)"
+    if isinstance(value, TextBlock | ImageBlock):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, TextBlock | ImageBlock) for v in value):
+        return list(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class Toolkit:
+    """The tools an agent offers its model, by name."""
+
+    def __init__(self, tools: Iterable[Callable[..., Any] | Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._schemas: list[ToolSchema] | None = None
+        for tool in tools:
+            self.register(tool)
+
+    def register(
+        self,
+        func: Callable[..., Any] | Tool,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Tool:
+        """Add a function (or a prepared :class:`Tool`); a second tool of the same name is an error."""
+        tool = func if isinstance(func, Tool) else Tool.from_function(func, name=name, description=description)
+        if tool.name in self._tools:
+            msg = f"a tool named {tool.name!r} is already registered"
+            raise ValueError(msg)
+        self._tools[tool.name] = tool
+        self._schemas = None
+        return tool
+
+    def tool(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator form of :meth:`register`; returns the function unchanged."""
+        self.register(func)
+        return func
+
+    def remove(self, name: str) -> None:
+        """Remove a tool; removing an absent tool is not an error."""
+        if self._tools.pop(name, None) is not None:
+            self._schemas = None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def schemas(self) -> list[ToolSchema]:
+        """The schemas of every tool, in registration order (cached until the set changes)."""
+        if self._schemas is None:
+            self._schemas = [tool.schema for tool in self._tools.values()]
+        return self._schemas
+
+    async def call(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock:
+        """Run one tool call; never raises except on cancellation."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self._tools) or "none"
+            return _error(call, f"unknown tool '{call.name}'. Available tools: {available}")
+        return await tool.run(call, ctx)
