@@ -1,0 +1,39 @@
+"""Harness: an agent harness with a workspace, memory, compaction, sessions and subagents.
+
+The names a user needs are here; everything else lives in the subpackages.
+"""
+
+from harness.agent import HarnessAgent
+from harness.context import RuntimeContext
+from harness.errors import (
+    AgentInterrupted,
+    ConfigError,
+    ContextOverflowError,
+    HarnessError,
+    ModelError,
+    PathOutsideWorkspace,
+    RateLimitError,
+    ScriptExhaustedError,
+    StorageError,
+    WorkspaceError,
+)
+from harness.hooks import WorkspaceContextConfig
+from harness.kernel import Hook, Msg
+
+__all__ = [
+    "AgentInterrupted",
+    "ConfigError",
+    "ContextOverflowError",
+    "HarnessAgent",
+    "HarnessError",
+    "Hook",
+    "ModelError",
+    "Msg",
+    "PathOutsideWorkspace",
+    "RateLimitError",
+    "RuntimeContext",
+    "ScriptExhaustedError",
+    "StorageError",
+    "WorkspaceContextConfig",
+    "WorkspaceError",
+]

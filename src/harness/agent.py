@@ -1,0 +1,167 @@
+"""HarnessAgent: a ReActAgent with a workspace, saved sessions and the harness's hooks.
+
+It is not a second reasoning loop. It builds a :class:`~harness.kernel.ReActAgent` with the
+built-in hooks and tools, and for each call it binds the call's :class:`RuntimeContext`, loads
+that session's saved conversation, and hands both to the delegate. Nothing about a call is kept
+in the agent's fields, so one agent serves concurrent calls for different users and sessions;
+calls on the *same* session are serialized so they cannot overwrite each other's turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self
+
+from harness.context import DEFAULT_SESSION_ID, RuntimeContext
+from harness.hooks import (
+    AgentTraceHook,
+    SessionPersistenceHook,
+    WorkspaceContextConfig,
+    WorkspaceContextHook,
+)
+from harness.kernel import DEFAULT_MAX_ITERS, ChatModel, Hook, Msg, ReActAgent, StreamItem, Tool, Toolkit
+from harness.models import resolve_model
+from harness.session import SessionStore
+from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
+
+__all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
+
+DEFAULT_AGENT_NAME: Final = "harness"
+
+WORKSPACE_ENV: Final = "HARNESS_WORKSPACE"
+
+
+def default_workspace() -> Path:
+    """``$HARNESS_WORKSPACE``, or ``./.harness/workspace``."""
+    return Path(os.environ.get(WORKSPACE_ENV) or Path.cwd() / ".harness" / "workspace")
+
+
+class HarnessAgent:
+    """An agent with a workspace, persistent sessions and the harness hook chain.
+
+    Args:
+        model: A :class:`ChatModel`, or a model spec such as ``"openai:gpt-4o-mini"``
+            (the agent then owns the model and closes it in :meth:`aclose`).
+        name: The agent's name; it also names its directory under ``agents/``.
+        workspace: The workspace directory; default ``$HARNESS_WORKSPACE`` or
+            ``./.harness/workspace``.
+        sys_prompt: The base system prompt; the workspace section is appended to it.
+        tools: Functions (or a :class:`Toolkit`) the model may call.
+        hooks: Your own hooks (default priority 100).
+        max_iters: Reasoning steps per call.
+        workspace_context: What the workspace section holds; None leaves it out.
+        filesystem: A backend read before the local workspace (None: local only).
+        trace: Log every event on the ``harness.trace`` logger.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel | str,
+        name: str = DEFAULT_AGENT_NAME,
+        workspace: str | Path | None = None,
+        sys_prompt: str = "",
+        tools: Toolkit | Iterable[Callable[..., Any] | Tool] = (),
+        hooks: Iterable[Hook] = (),
+        max_iters: int = DEFAULT_MAX_ITERS,
+        workspace_context: WorkspaceContextConfig | None = WorkspaceContextConfig(),
+        filesystem: WorkspaceFilesystem | None = None,
+        trace: bool = True,
+    ) -> None:
+        safe_segment(name)  # rejects an empty name early
+        self.name = name
+        self._owns_model = isinstance(model, str)
+        self.model: ChatModel = resolve_model(model) if isinstance(model, str) else model
+        self.workspace = WorkspaceManager(workspace or default_workspace(), filesystem)
+        self.sessions = SessionStore(self.workspace, name)
+
+        # The order of registration breaks ties between equal priorities; each hook's own
+        # module says why its priority is what it is.
+        chain: list[Hook] = []
+        if trace:
+            chain.append(AgentTraceHook())  # 0: sees every event before anyone changes it
+        chain.extend(hooks)  # user hooks, 100 by default
+        if workspace_context is not None:
+            # 900: appended last, after every other hook has shaped the request
+            chain.append(WorkspaceContextHook(self.workspace, agent_name=name, config=workspace_context))
+        chain.append(SessionPersistenceHook(self.sessions))  # 900: snapshots the final state
+
+        self.delegate = ReActAgent(
+            name=name,
+            model=self.model,
+            sys_prompt=sys_prompt,
+            toolkit=tools,
+            hooks=chain,
+            max_iters=max_iters,
+        )
+        self._session_locks: weakref.WeakValueDictionary[tuple[str | None, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._checked = False
+
+    async def call(
+        self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
+    ) -> Msg:
+        """Continue the context's session with new input and return the reply.
+
+        Args:
+            msgs: A user text, a message, a list of messages, or nothing.
+            ctx: Who the call is for and which session it continues (``"default"`` if unset).
+        """
+        ctx = self._bind(ctx)
+        async with self._session_lock(ctx):
+            memory = await self._restore(ctx)
+            return await self.delegate.call(msgs, ctx=ctx, memory=memory)
+
+    async def stream(
+        self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """Like :meth:`call`, yielding text deltas and tool activity, then the reply."""
+        ctx = self._bind(ctx)
+        async with self._session_lock(ctx):
+            memory = await self._restore(ctx)
+            async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory):
+                yield item
+
+    def interrupt(self) -> None:
+        """Stop every running call; each raises :class:`~harness.errors.AgentInterrupted`."""
+        self.delegate.interrupt()
+
+    async def aclose(self) -> None:
+        """Release what the agent owns (the model client, when built from a spec)."""
+        close = getattr(self.model, "aclose", None)
+        if self._owns_model and close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _bind(self, ctx: RuntimeContext | None) -> RuntimeContext:
+        return (ctx or RuntimeContext()).with_defaults(session_id=DEFAULT_SESSION_ID)
+
+    def _session_lock(self, ctx: RuntimeContext) -> asyncio.Lock:
+        assert ctx.session_id is not None
+        key = (ctx.user_id, ctx.session_id)
+        lock = self._session_locks.get(key)
+        if lock is None:
+            lock = self._session_locks[key] = asyncio.Lock()
+        return lock
+
+    async def _restore(self, ctx: RuntimeContext) -> list[Msg]:
+        if not self._checked:
+            await asyncio.to_thread(self.workspace.check)
+            self._checked = True
+        return await self.sessions.load(ctx)

@@ -1,0 +1,17 @@
+"""The harness's built-in hooks, one module each; each module says its priority and why."""
+
+from harness.hooks.session_persistence import SessionPersistenceHook
+from harness.hooks.trace import AgentTraceHook
+from harness.hooks.workspace_context import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    WorkspaceContextConfig,
+    WorkspaceContextHook,
+)
+
+__all__ = [
+    "DEFAULT_MAX_CONTEXT_TOKENS",
+    "AgentTraceHook",
+    "SessionPersistenceHook",
+    "WorkspaceContextConfig",
+    "WorkspaceContextHook",
+]

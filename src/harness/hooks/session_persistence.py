@@ -1,0 +1,50 @@
+"""Session persistence: the conversation is saved after every call, including failed ones.
+
+On PostCall it saves the call's memory. On Error (a failed or interrupted call) it saves what
+was accepted: the user's input and every completed turn, but not an assistant turn whose tool
+calls never got their results (a half-streamed answer is never in memory in the first place).
+Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` in the user's namespace; see
+:class:`~harness.session.SessionStore` for the format and the atomicity rules.
+
+A save that fails after a successful call is logged as an error and does not take the reply
+away from the caller; after a failed call it is logged and noted on the original error.
+
+Priority 900: it runs after every other hook (memory flush at 5 writes memory files before the
+snapshot), so what is saved is what the call ended with.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+from harness.kernel import Error, Event, Hook, PostCall
+from harness.session import SessionStore, drop_unanswered_tail
+
+__all__ = ["SessionPersistenceHook"]
+
+logger = logging.getLogger(__name__)
+
+
+class SessionPersistenceHook(Hook):
+    """Saves the session's messages at the end of every call."""
+
+    priority = 900
+    events: ClassVar[tuple[type[Event], ...]] = (PostCall, Error)
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    async def on_event(self, event: Event) -> None:
+        if event.ctx.session_id is None:
+            return
+        failed = isinstance(event, Error)
+        messages = drop_unanswered_tail(event.memory) if failed else event.memory
+        try:
+            await self.store.save(event.ctx, messages)
+        except Exception as exc:
+            logger.error(
+                "could not save session %r of agent %r: %s", event.ctx.session_id, event.agent, exc
+            )
+            if isinstance(event, Error):
+                event.error.add_note(f"the session could not be saved: {exc}")

@@ -1,0 +1,140 @@
+"""Saved conversations, one directory per (user, agent, session).
+
+On disk::
+
+    <workspace>/[users/<user>/]agents/<agent>/context/<session>/messages.jsonl
+
+one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
+grew (the file is a byte prefix of the new content) and otherwise rewrites the file atomically
+(temp file, fsync, rename), so a crash leaves the old file or the new one. Saves of one session
+are serialized within the process by a lock and across processes by ``flock`` on a lock file
+beside the messages. A line that cannot be parsed (a torn write, a hand edit) is skipped on load
+with a warning naming the file and line; the next save rewrites the file without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, Iterator
+
+from pydantic import ValidationError
+
+from harness.context import RuntimeContext
+from harness.errors import StorageError
+from harness.kernel import Msg
+from harness.workspace import WorkspaceManager, atomic_write, session_dir
+
+__all__ = ["MESSAGES_FILE", "SessionStore", "drop_unanswered_tail"]
+
+logger = logging.getLogger(__name__)
+
+MESSAGES_FILE: Final = "messages.jsonl"
+"""The file, in a session's directory, holding its messages."""
+
+_LOCK_FILE: Final = ".lock"
+
+
+def drop_unanswered_tail(messages: Sequence[Msg]) -> list[Msg]:
+    """Cut a conversation before a final assistant turn whose tool calls are not all answered.
+
+    A call that fails or is interrupted while its tools run leaves such a turn behind; saving it
+    would make the next request carry a tool call without a result, which providers reject.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant" and message.tool_uses:
+            answered = {r.id for m in messages[index + 1 :] for r in m.tool_results}
+            if all(call.id in answered for call in message.tool_uses):
+                return list(messages)
+            return list(messages[:index])
+        if message.role != "tool":
+            return list(messages)
+    return list(messages)
+
+
+class SessionStore:
+    """Loads and saves the conversations of one agent in a workspace."""
+
+    def __init__(self, workspace: WorkspaceManager, agent: str) -> None:
+        self.workspace = workspace
+        self.agent = agent
+        self._locks: dict[Path, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def path(self, ctx: RuntimeContext) -> Path:
+        """The local messages file of the context's session."""
+        if ctx.session_id is None:
+            msg = "a session id is needed to locate a saved session"
+            raise ValueError(msg)
+        directory = session_dir(self.agent, ctx.session_id, ctx.user_id)
+        return self.workspace.local_path(f"{directory}/{MESSAGES_FILE}")
+
+    async def load(self, ctx: RuntimeContext) -> list[Msg]:
+        """The saved messages of the session; empty for a new session."""
+        return await asyncio.to_thread(self._load, self.path(ctx))
+
+    async def save(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
+        """Persist the session's messages (append when they only grew, else atomic rewrite)."""
+        data = "".join(m.model_dump_json() + "\n" for m in messages).encode("utf-8")
+        await asyncio.to_thread(self._save, self.path(ctx), data)
+
+    def _load(self, path: Path) -> list[Msg]:
+        try:
+            lines = path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            msg = f"cannot read session file {path}: {exc.strerror or exc}"
+            raise StorageError(msg) from exc
+        messages: list[Msg] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                messages.append(Msg.model_validate_json(line))
+            except ValidationError as exc:
+                problem = exc.errors()[0]["msg"]
+                logger.warning("%s:%d: skipped a corrupt session line (%s)", path, number, problem)
+        return messages
+
+    def _save(self, path: Path, data: bytes) -> None:
+        with self._locked(path):
+            try:
+                existing = path.read_bytes()
+            except FileNotFoundError:
+                existing = b""
+            if existing == data:
+                return
+            if existing.endswith(b"\n") and data.startswith(existing):
+                try:
+                    with path.open("ab") as handle:
+                        handle.write(data[len(existing) :])
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                except OSError as exc:
+                    msg = f"cannot append to session file {path}: {exc.strerror or exc}"
+                    raise StorageError(msg) from exc
+            else:
+                atomic_write(path, data)
+
+    @contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault(path, threading.Lock())
+        with lock:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = (path.parent / _LOCK_FILE).open("a")
+            except OSError as exc:
+                msg = f"cannot lock session directory {path.parent}: {exc.strerror or exc}"
+                raise StorageError(msg) from exc
+            with handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                yield

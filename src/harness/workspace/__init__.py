@@ -1,0 +1,41 @@
+"""The workspace: its layout, its path policy, and the manager that reads and writes it."""
+
+from harness.workspace.layout import (
+    AGENTS_DIR,
+    AGENTS_MD,
+    KNOWLEDGE_DIR,
+    KNOWLEDGE_MD,
+    MEMORY_DIR,
+    MEMORY_MD,
+    SKILLS_DIR,
+    SUBAGENTS_DIR,
+    USERS_DIR,
+    safe_segment,
+    session_dir,
+    user_prefix,
+)
+from harness.workspace.manager import FileText, WorkspaceFilesystem, WorkspaceManager, atomic_write
+from harness.workspace.paths import normalize, resolve_inside
+from harness.workspace.skeleton import init_workspace
+
+__all__ = [
+    "AGENTS_DIR",
+    "AGENTS_MD",
+    "KNOWLEDGE_DIR",
+    "KNOWLEDGE_MD",
+    "MEMORY_DIR",
+    "MEMORY_MD",
+    "SKILLS_DIR",
+    "SUBAGENTS_DIR",
+    "USERS_DIR",
+    "FileText",
+    "WorkspaceFilesystem",
+    "WorkspaceManager",
+    "atomic_write",
+    "init_workspace",
+    "normalize",
+    "resolve_inside",
+    "safe_segment",
+    "session_dir",
+    "user_prefix",
+]

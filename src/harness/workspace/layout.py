@@ -1,0 +1,84 @@
+"""Where things live in a workspace.
+
+::
+
+    <workspace>/AGENTS.md                 persona and rules, injected every step
+    <workspace>/MEMORY.md                 curated long-term memory, injected under a token budget
+    <workspace>/knowledge/KNOWLEDGE.md    injected; other knowledge files are listed
+    <workspace>/memory/YYYY-MM-DD.md      daily memory log
+    <workspace>/skills/<name>/SKILL.md    skills
+    <workspace>/subagents/*.md            subagent declarations
+    <workspace>/agents/<agent>/context/<session>/messages.jsonl   saved conversation
+    <workspace>/users/<user>/...          the same layout, per user
+
+A call made for a user reads that user's copy of a file first and falls back to the shared copy
+(so a shared AGENTS.md serves every user until a user has their own), and writes only under the
+user's namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+from urllib.parse import quote
+
+__all__ = [
+    "AGENTS_DIR",
+    "AGENTS_MD",
+    "KNOWLEDGE_DIR",
+    "KNOWLEDGE_MD",
+    "MEMORY_DIR",
+    "MEMORY_MD",
+    "SKILLS_DIR",
+    "SUBAGENTS_DIR",
+    "USERS_DIR",
+    "safe_segment",
+    "session_dir",
+    "user_prefix",
+]
+
+AGENTS_MD: Final = "AGENTS.md"
+MEMORY_MD: Final = "MEMORY.md"
+KNOWLEDGE_DIR: Final = "knowledge"
+KNOWLEDGE_MD: Final = "knowledge/KNOWLEDGE.md"
+MEMORY_DIR: Final = "memory"
+SKILLS_DIR: Final = "skills"
+SUBAGENTS_DIR: Final = "subagents"
+AGENTS_DIR: Final = "agents"
+USERS_DIR: Final = "users"
+
+_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+_MAX_SEGMENT = 120
+
+
+def safe_segment(name: str) -> str:
+    """Turn an id (user, session, agent) into one path segment, injectively.
+
+    Ids made of letters, digits, ``_``, ``.`` and ``-`` are used as they are; anything else is
+    percent-encoded, so two different ids never share a directory and no id can climb out of
+    its parent (``..`` becomes ``%2E%2E``). Very long ids are shortened with a hash suffix.
+    """
+    if not name:
+        msg = "an id used in a path must not be empty"
+        raise ValueError(msg)
+    if _SAFE.fullmatch(name) and name not in (".", ".."):
+        segment = name
+    else:
+        segment = quote(name, safe="").replace(".", "%2E")
+    if len(segment) > _MAX_SEGMENT:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        segment = f"{segment[:_MAX_SEGMENT - 17]}-{digest}"
+    return segment
+
+
+def user_prefix(user_id: str | None) -> str:
+    """The workspace-relative directory of a user's namespace (``""`` for no user)."""
+    return f"{USERS_DIR}/{safe_segment(user_id)}/" if user_id else ""
+
+
+def session_dir(agent: str, session_id: str, user_id: str | None = None) -> str:
+    """The workspace-relative directory holding one session's saved conversation."""
+    return (
+        f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}/context/{safe_segment(session_id)}"
+    )
