@@ -110,7 +110,7 @@ class Tool:
         cls, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
     ) -> Tool:
         """Build a tool from a function's signature and docstring."""
-        tool_name = name or getattr(func, "__name__", "")
+        tool_name = name if name is not None else getattr(func, "__name__", "")
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool_name):
             msg = f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'"
             raise ValueError(msg)

@@ -99,14 +99,14 @@ class WorkspaceManager:
         Raises:
             WorkspaceError: The path is not a directory, or cannot be read and written.
         """
+        if self.root.exists() and not self.root.is_dir():
+            msg = f"workspace {self.root} is not a directory; pass --workspace DIR"
+            raise WorkspaceError(msg)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             msg = f"cannot create workspace {self.root}: {exc.strerror or exc}; pass --workspace DIR"
             raise WorkspaceError(msg) from exc
-        if not self.root.is_dir():
-            msg = f"workspace {self.root} is not a directory; pass --workspace DIR"
-            raise WorkspaceError(msg)
         if not os.access(self.root, os.R_OK | os.W_OK | os.X_OK):
             msg = f"workspace {self.root} is not readable and writable by this user; fix its permissions"
             raise WorkspaceError(msg)

@@ -1,0 +1,25 @@
+"""Where the command line prints: one console for results, one for messages and errors."""
+
+from __future__ import annotations
+
+import logging
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+__all__ = ["err", "out", "setup_logging"]
+
+out = Console()
+"""Results: replies, tables, JSON."""
+
+err = Console(stderr=True)
+"""Progress, tool activity, warnings and errors."""
+
+
+def setup_logging(verbose: bool) -> None:
+    """Warnings always reach stderr; ``--verbose`` adds the agent trace and other INFO lines."""
+    handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
+    root = logging.getLogger("harness")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    root.propagate = False

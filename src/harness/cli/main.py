@@ -1,0 +1,186 @@
+"""The ``harness`` command: init, run, chat and the offline demo.
+
+Each command parses its options, calls the library and renders the result. Library errors
+become one red line on stderr in :func:`run_async`, the one place that handles them: exit code
+2 for configuration problems (no model, unknown model spec, missing API key, unusable
+workspace), 1 for failures while running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from harness.agent import HarnessAgent, default_workspace
+from harness.cli._output import err, out, setup_logging
+from harness.cli.demo import run_demo
+from harness.context import RuntimeContext
+from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
+from harness.workspace import WorkspaceManager, init_workspace
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="Harness: an agent with a workspace, memory and persistent sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+T = TypeVar("T")
+
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace", "-w", help="Workspace directory [default: $HARNESS_WORKSPACE or ./.harness/workspace]."
+    ),
+]
+SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session to continue.")]
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="User the call acts for.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="openai:<model>, anthropic:<model> or scripted:<file> [default: $HARNESS_MODEL].",
+    ),
+]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")]
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; turn a Harness error into one line and an exit code."""
+    try:
+        return asyncio.run(coro)
+    except (ConfigError, WorkspaceError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except HarnessError as exc:
+        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("interrupted; the session keeps every completed turn")
+        raise typer.Exit(130) from None
+
+
+def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
+    """The agent for a command, after checking the workspace is usable."""
+    manager = WorkspaceManager(workspace or default_workspace())
+    manager.check()
+    return HarnessAgent(model=model or "", workspace=manager.root)
+
+
+@app.command()
+def init(
+    directory: Annotated[
+        Path | None, typer.Argument(help="Where to create the workspace [default: the default workspace].")
+    ] = None,
+) -> None:
+    """Create a workspace skeleton with commented AGENTS.md, MEMORY.md and knowledge/."""
+
+    async def _init() -> tuple[Path, list[str]]:
+        manager = WorkspaceManager(directory or default_workspace())
+        await asyncio.to_thread(manager.check)
+        return manager.root, await asyncio.to_thread(init_workspace, manager.root)
+
+    root, created = run_async(_init())
+    if created:
+        out.print(f"Initialized workspace {root}", highlight=False)
+        for path in created:
+            out.print(f"  created {path}", highlight=False)
+    else:
+        out.print(f"Workspace {root} already has every skeleton file; nothing changed.", highlight=False)
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    verbose: VerboseOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
+) -> None:
+    """Run one turn and print the reply."""
+    setup_logging(verbose)
+
+    async def _run() -> tuple[str, str]:
+        async with build_agent(workspace, model) as agent:
+            reply = await agent.call(prompt, ctx=RuntimeContext(session_id=session, user_id=user))
+            return reply.id, reply.text
+
+    message_id, text = run_async(_run())
+    if as_json:
+        record = {"session_id": session, "user_id": user, "message_id": message_id, "reply": text}
+        out.print_json(json.dumps(record, ensure_ascii=False))
+    else:
+        out.print(text, markup=False, highlight=False)
+
+
+@app.command()
+def chat(
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Chat interactively with streaming replies. /session shows or switches the session; /exit quits."""
+    setup_logging(verbose)
+    run_async(_chat(workspace, session, user, model))
+
+
+async def _chat(workspace: Path | None, session: str, user: str | None, model: str | None) -> None:
+    async with build_agent(workspace, model) as agent:
+        err.print(f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False)
+        while True:
+            try:
+                line = await asyncio.to_thread(out.input, "[bold green]you>[/bold green] ")
+            except EOFError:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                break
+            if text.startswith("/session"):
+                name = text.removeprefix("/session").strip()
+                if name:
+                    session = name
+                err.print(f"session: {session}", highlight=False)
+                continue
+            ctx = RuntimeContext(session_id=session, user_id=user)
+            async for item in agent.stream(text, ctx=ctx):
+                if isinstance(item, TextDelta):
+                    out.print(item.text, end="", markup=False, highlight=False)
+                elif isinstance(item, ToolStarted):
+                    err.print(f"[dim]-> {item.call.name}({json.dumps(item.call.input)})[/dim]", highlight=False)
+                elif isinstance(item, ToolFinished):
+                    status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
+                    err.print(f"[dim]<- {item.result.name}: {status}[/dim]", highlight=False)
+                elif isinstance(item, Reply):
+                    out.print()
+
+
+@app.command()
+def demo(
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", "-w", help="Where to run the tour [default: a new temporary directory].")
+    ] = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Take the offline tour: a scripted session that shows what the harness does."""
+    setup_logging(verbose)
+    run_async(run_demo(workspace))
+
+
+def main() -> None:
+    """Entry point of the ``harness`` console script."""
+    app()

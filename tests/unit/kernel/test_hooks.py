@@ -1,0 +1,192 @@
+"""Contract tests for hooks and the hook chain (harness.kernel.hooks)."""
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import pytest
+
+from harness.context import RuntimeContext
+from harness.kernel import (
+    DEFAULT_HOOK_PRIORITY,
+    Error,
+    Event,
+    Hook,
+    HookChain,
+    Msg,
+    PostCall,
+    PreCall,
+    PreReasoning,
+    ReActAgent,
+    Tool,
+    Toolkit,
+)
+from harness.models.scripted import ScriptedChatModel
+
+CTX = RuntimeContext(session_id="s")
+
+
+def pre_call() -> PreCall:
+    return PreCall(ctx=CTX, agent="a", memory=[], inputs=[])
+
+
+def post_call() -> PostCall:
+    return PostCall(ctx=CTX, agent="a", memory=[], reply=Msg(role="assistant", content="x"))
+
+
+class Recorder(Hook):
+    def __init__(self, label: str, log: list[str], priority: int | None = None) -> None:
+        self.label = label
+        self.log = log
+        if priority is not None:
+            self.priority = priority
+
+    async def on_event(self, event: Event) -> None:
+        self.log.append(f"{self.label}:{type(event).__name__}")
+
+
+class PreCallOnly(Recorder):
+    events: ClassVar[tuple[type[Event], ...]] = (PreCall,)
+
+
+class CallBoundaries(Recorder):
+    events: ClassVar[tuple[type[Event], ...]] = (PreCall, PostCall)
+
+
+class Failing(Hook):
+    def __init__(self, on: type[Event], log: list[str] | None = None) -> None:
+        self.on = on
+        self.log = log
+
+    async def on_event(self, event: Event) -> None:
+        if self.log is not None:
+            self.log.append(type(event).__name__)
+        if isinstance(event, self.on):
+            msg = f"hook failed on {type(event).__name__}"
+            raise RuntimeError(msg)
+
+
+def test_default_priority_is_100() -> None:
+    assert DEFAULT_HOOK_PRIORITY == 100
+    assert Hook.priority == 100
+    assert Recorder("x", []).priority == 100
+
+
+async def test_lower_priority_runs_first_and_ties_keep_registration_order() -> None:
+    log: list[str] = []
+    hooks = [
+        Recorder("a50", log, 50),
+        Recorder("b10", log, 10),
+        Recorder("c50", log, 50),
+        Recorder("d_default", log),
+        Recorder("e10", log, 10),
+        Recorder("f0", log, 0),
+        Recorder("g50", log, 50),
+    ]
+
+    chain = HookChain(hooks)
+    await chain.dispatch(pre_call())
+
+    expected = ["f0", "b10", "e10", "a50", "c50", "g50", "d_default"]
+    assert [hook.label for hook in chain.hooks if isinstance(hook, Recorder)] == expected
+    assert log == [f"{label}:PreCall" for label in expected]
+
+
+async def test_events_filter_which_events_a_hook_sees() -> None:
+    log: list[str] = []
+    only = PreCallOnly("only", log)
+    both = CallBoundaries("both", log)
+    every = Recorder("every", log)
+    chain = HookChain([only, both, every])
+
+    await chain.dispatch(pre_call())
+    await chain.dispatch(post_call())
+    await chain.dispatch(Error(ctx=CTX, agent="a", memory=[], error=ValueError("x")))
+
+    assert log == [
+        "only:PreCall",
+        "both:PreCall",
+        "every:PreCall",
+        "both:PostCall",
+        "every:PostCall",
+        "every:Error",
+    ]
+    assert chain.for_event(PreCall) == (only, both, every)
+    assert chain.for_event(PostCall) == (both, every)
+    assert chain.for_event(PreReasoning) == (every,)
+
+
+def test_handles_uses_the_event_class_hierarchy() -> None:
+    class AnyEvent(Hook):
+        events: ClassVar[tuple[type[Event], ...]] = (Event,)
+
+    assert AnyEvent().handles(PreCall) is True
+    assert PreCallOnly("x", []).handles(PreCall) is True
+    assert PreCallOnly("x", []).handles(PostCall) is False
+    assert Hook().handles(Error) is True
+
+
+async def test_exception_in_a_hook_propagates_and_stops_the_dispatch() -> None:
+    log: list[str] = []
+    chain = HookChain([Failing(PreCall), Recorder("later", log, 200)])
+
+    with pytest.raises(RuntimeError, match="hook failed on PreCall"):
+        await chain.dispatch(pre_call())
+    assert log == []
+
+    await chain.dispatch(post_call())
+    assert log == ["later:PostCall"]
+
+
+async def test_exception_in_a_hook_propagates_from_call() -> None:
+    log: list[str] = []
+    model = ScriptedChatModel([{"text": "never used"}])
+    agent = ReActAgent(name="a", model=model, hooks=[Failing(PreReasoning, log)])
+
+    with pytest.raises(RuntimeError, match="hook failed on PreReasoning"):
+        await agent.call("hi")
+
+    # the model was never asked, and the hook saw the Error event for its own failure
+    assert model.requests == []
+    assert log == ["PreCall", "PreReasoning", "Error"]
+
+
+class ClockHook(Hook):
+    """A hook that contributes a tool."""
+
+    def tools(self) -> Sequence[Callable[..., Any] | Tool]:
+        def clock() -> str:
+            """Tell the time."""
+            return "12:00"
+
+        return [clock]
+
+
+async def test_hooks_contribute_tools_to_the_agent() -> None:
+    def echo(text: str) -> str:
+        return text
+
+    callers_toolkit = Toolkit([echo])
+    model = ScriptedChatModel(
+        [
+            {"tool_calls": [{"name": "clock"}]},
+            {"match": "12:00", "text": "It is noon."},
+        ]
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=callers_toolkit, hooks=[ClockHook()])
+
+    reply = await agent.call("what time is it?")
+
+    assert reply.text == "It is noon."
+    assert agent.toolkit.names == ["echo", "clock"]
+    assert callers_toolkit.names == ["echo"]
+    assert [m.tool_results[0].output for m in agent.memory if m.role == "tool"] == ["12:00"]
+
+
+def test_a_hook_tool_clashing_with_a_given_tool_is_rejected() -> None:
+    def clock() -> str:
+        return "mine"
+
+    with pytest.raises(ValueError, match="'clock' is already registered"):
+        ReActAgent(
+            name="a", model=ScriptedChatModel([]), toolkit=[clock], hooks=[ClockHook()]
+        )
