@@ -23,3 +23,6 @@ def setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     root.propagate = False
+    # The trace logs a failed call as a WARNING; without --verbose that would repeat, as a
+    # multi-line log record, the one "error:" line the command prints for the same failure.
+    logging.getLogger("harness.trace").setLevel(logging.NOTSET if verbose else logging.ERROR)

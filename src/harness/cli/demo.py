@@ -66,7 +66,12 @@ async def run_demo(workspace: Path | None) -> Path:
     ctx = RuntimeContext(session_id="tour", user_id="ada")
 
     out.rule("Harness offline tour")
-    out.print(f"Workspace: {root}\nModel: scripted ({script.name}), no network needed.\n", highlight=False)
+    out.print(
+        f"Workspace: {root}\nModel: scripted ({script.name}), no network needed.\n",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,  # a long path stays on one line, whole
+    )
 
     model = ScriptedChatModel.from_file(script)
     first = HarnessAgent(name="guide", model=model, workspace=root, tools=[convert_miles])
@@ -111,6 +116,8 @@ async def run_demo(workspace: Path | None) -> Path:
         f"\nLook around: {root}\nNext: `harness init`, then `harness chat --model openai:<model>` "
         "(see the README for a local OpenAI-compatible server).",
         highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
     return root
 

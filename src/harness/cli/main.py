@@ -38,7 +38,11 @@ T = TypeVar("T")
 WorkspaceOpt = Annotated[
     Path | None,
     typer.Option(
-        "--workspace", "-w", help="Workspace directory [default: $HARNESS_WORKSPACE or ./.harness/workspace]."
+        "--workspace",
+        "-w",
+        help="Workspace directory.",
+        # Typer renders help as Rich markup, where a literal "[default: ...]" is eaten as a tag.
+        show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
     ),
 ]
 SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session to continue.")]
@@ -48,7 +52,8 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="openai:<model>, anthropic:<model> or scripted:<file> [default: $HARNESS_MODEL].",
+        help="openai:<model>, anthropic:<model> or scripted:<file>.",
+        show_default="$HARNESS_MODEL",
     ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")]
@@ -79,7 +84,11 @@ def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
 @app.command()
 def init(
     directory: Annotated[
-        Path | None, typer.Argument(help="Where to create the workspace [default: the default workspace].")
+        Path | None,
+        typer.Argument(
+            help="Where to create the workspace.",
+            show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
+        ),
     ] = None,
 ) -> None:
     """Create a workspace skeleton with commented AGENTS.md, MEMORY.md and knowledge/."""
@@ -90,12 +99,14 @@ def init(
         return manager.root, await asyncio.to_thread(init_workspace, manager.root)
 
     root, created = run_async(_init())
+    # Paths are printed whole (no re-wrapping at the console width) and never read as markup.
+    plain: dict[str, Any] = {"highlight": False, "markup": False, "soft_wrap": True}
     if created:
-        out.print(f"Initialized workspace {root}", highlight=False)
+        out.print(f"Initialized workspace {root}", **plain)
         for path in created:
-            out.print(f"  created {path}", highlight=False)
+            out.print(f"  created {path}", **plain)
     else:
-        out.print(f"Workspace {root} already has every skeleton file; nothing changed.", highlight=False)
+        out.print(f"Workspace {root} already has every skeleton file; nothing changed.", **plain)
 
 
 @app.command()
@@ -121,7 +132,7 @@ def run(
         record = {"session_id": session, "user_id": user, "message_id": message_id, "reply": text}
         out.print_json(json.dumps(record, ensure_ascii=False))
     else:
-        out.print(text, markup=False, highlight=False)
+        out.print(text, markup=False, highlight=False, soft_wrap=True)  # verbatim, never re-wrapped
 
 
 @app.command()
@@ -172,7 +183,13 @@ async def _chat(workspace: Path | None, session: str, user: str | None, model: s
 @app.command()
 def demo(
     workspace: Annotated[
-        Path | None, typer.Option("--workspace", "-w", help="Where to run the tour [default: a new temporary directory].")
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Where to run the tour.",
+            show_default="a new temporary directory",
+        ),
     ] = None,
     verbose: VerboseOpt = False,
 ) -> None:

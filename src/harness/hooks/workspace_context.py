@@ -4,12 +4,17 @@ Reads AGENTS.md, MEMORY.md, knowledge/KNOWLEDGE.md, the list of other knowledge 
 configured extra files (the user's copy first, then the shared one) and appends one section to
 the first system message of the step's request: a ``## Session Context`` header (agent, date,
 session, user), guidance on using the workspace, and a ``<loaded_context>`` block with the
-files. HTML comments are stripped from the files. MEMORY.md is cut to fit what is left of the
-token budget (estimated at four characters per token) and a visible notice says so.
+files. HTML comments are stripped from the files. The whole section stays within a token
+budget (estimated at four characters per token): MEMORY.md is cut, by whole lines, to fit what
+the rest leaves, and a visible notice says how much is shown and where the rest is.
 
 Nothing here is written back to memory: PreReasoning input is rebuilt every step, so the section
-is always current and never accumulates. Files are re-read only when they change (see
-:class:`~harness.workspace.WorkspaceManager`).
+never accumulates. Reading files on every step would cost a worker-thread round trip per step
+(more than the rest of a step), so the hook keeps a snapshot of the files per user and checks
+them again when a write went through the :class:`~harness.workspace.WorkspaceManager` (seen at
+the very next step) or when ``refresh_seconds`` have passed (edits made outside the harness,
+by a person or another process). The check itself re-reads only files whose modification time
+or size changed. Rendered sections are cached too, keyed by everything they depend on.
 
 Priority 900: it runs after every other hook has shaped the request, so the workspace section is
 the last block of the system message and whatever comes before it stays a stable prompt prefix.
@@ -17,32 +22,41 @@ the last block of the system message and whatever comes before it stays a stable
 
 from __future__ import annotations
 
+import itertools
 import platform
 import re
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import datetime
-from typing import ClassVar, Final
+from typing import ClassVar, Final, TypeVar
 
-from harness.kernel import Event, Hook, Msg, PreReasoning, TextBlock, ToolSchema
+from harness.kernel import Event, Hook, Msg, PreReasoning, TextBlock
 from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD, WorkspaceManager
 
 __all__ = [
     "DEFAULT_MAX_CONTEXT_TOKENS",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",
-    "estimate_tokens",
     "inject_section",
 ]
 
 DEFAULT_MAX_CONTEXT_TOKENS: Final = 8000
 """Token budget of the whole workspace section; MEMORY.md is cut to fit."""
 
+DEFAULT_REFRESH_SECONDS: Final = 1.0
+"""How long a snapshot of the workspace files serves before it is checked again."""
+
 MAX_LISTED_KNOWLEDGE_FILES: Final = 200
 """Knowledge files listed by path; more are counted, not listed."""
 
+_CACHE_ENTRIES: Final = 256
+
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,21 +67,22 @@ class WorkspaceContextConfig:
         max_context_tokens: Budget of the section; MEMORY.md is truncated to fit.
         context_files: Extra workspace files to inject, each as its own element.
         environment: Extra lines for the Session Context section.
+        refresh_seconds: How long a snapshot of the files serves before they are checked for
+            changes made outside the harness; 0 checks at every step.
     """
 
     max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
     context_files: tuple[str, ...] = ()
     environment: str | None = None
+    refresh_seconds: float = DEFAULT_REFRESH_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_context_tokens < 1:
             msg = f"max_context_tokens must be positive, got {self.max_context_tokens}"
             raise ValueError(msg)
-
-
-def estimate_tokens(text: str) -> int:
-    """The workspace budget's token estimate: four characters per token."""
-    return len(text) // 4
+        if self.refresh_seconds < 0:
+            msg = f"refresh_seconds must be zero or more, got {self.refresh_seconds}"
+            raise ValueError(msg)
 
 
 def _clean(text: str) -> str:
@@ -85,26 +100,32 @@ def _tag_for(path: str) -> str:
     return re.sub(r"[^a-z0-9_]", "_", path.lower())
 
 
-def _fit_memory(memory: str, available_tokens: int, notice_hint: str) -> str:
-    """Keep whole lines of MEMORY.md within the budget, then say what was cut and where it is."""
-    if estimate_tokens(memory) <= available_tokens:
+def _fit_memory(memory: str, available_chars: int, notice_hint: str) -> str:
+    """Keep whole lines of MEMORY.md within ``available_chars`` of the rendered section.
+
+    Each kept line costs its length plus its indentation and newline in ``<memory_context>``;
+    when lines are cut, a notice says how much is shown and where the rest is.
+    """
+    if len(memory) + 5 * (memory.count("\n") + 1) <= available_chars:
         return memory
-    limit = max(available_tokens, 0) * 4
+    notice = (
+        f"... (memory truncated: showing {{kept}} of {len(memory)} characters of MEMORY.md"
+        f"{notice_hint}) ..."
+    )
+    budget = available_chars - len(notice) - 16
     kept: list[str] = []
     size = 0
     for line in memory.splitlines():
-        if size + len(line) + 1 > limit:
+        cost = len(line) + 5
+        if size + cost > budget:
             break
         kept.append(line)
-        size += len(line) + 1
-    notice = (
-        f"... (memory truncated: showing {size} of {len(memory)} characters of MEMORY.md"
-        f"{notice_hint}) ..."
-    )
-    return "\n".join(kept).rstrip() + ("\n\n" if kept else "") + notice
+        size += cost
+    shown = "\n".join(kept).rstrip()
+    return shown + ("\n\n" if shown else "") + notice.format(kept=len(shown))
 
 
-def _guidance(root: str, tools: set[str], extra_files: Sequence[str]) -> str:
+def _guidance(root: str, tools: AbstractSet[str], extra_files: Sequence[str]) -> str:
     readers = [name for name in ("read_file", "grep_files", "glob_files") if name in tools]
     parts = [
         "## Domain Knowledge\n"
@@ -170,6 +191,9 @@ class WorkspaceContextHook(Hook):
         self._static = (
             f"OS: {platform.system()} {platform.release()}\nTemp dir: {tempfile.gettempdir()}"
         )
+        self._snapshots: dict[str | None, _Snapshot] = {}
+        self._sections: dict[tuple[object, ...], str] = {}
+        self._versions = itertools.count()
 
     async def on_event(self, event: Event) -> None:
         assert isinstance(event, PreReasoning)
@@ -177,23 +201,49 @@ class WorkspaceContextHook(Hook):
 
     async def section(self, event: PreReasoning) -> str:
         """The full workspace section for this step."""
-        user_id = event.ctx.user_id
-        extra = self.config.context_files
-        files = await self.workspace.read_first([AGENTS_MD, MEMORY_MD, KNOWLEDGE_MD, *extra], user_id)
-        text = {path: _clean(entry.text) for path, entry in files.items()}
-        knowledge_files = [
-            path
-            for path in await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
-            if path != KNOWLEDGE_MD
-        ]
-        return self.render(event, text, knowledge_files, _tool_names(event.tools))
+        snapshot = await self._snapshot(event.ctx.user_id)
+        tools = frozenset(tool.name for tool in event.tools)
+        key = (snapshot.version, event.ctx.session_id, event.ctx.user_id, tools, _today())
+        section = self._sections.get(key)
+        if section is None:
+            section = self.render(event, snapshot.texts, snapshot.knowledge_files, tools)
+            _remember(self._sections, key, section)
+        return section
+
+    async def _snapshot(self, user_id: str | None) -> _Snapshot:
+        cached = self._snapshots.get(user_id)
+        now = time.monotonic()
+        if (
+            cached is not None
+            and cached.generation == self.workspace.generation
+            and now - cached.taken_at < self.config.refresh_seconds
+        ):
+            return cached
+        generation = self.workspace.generation
+        paths = [AGENTS_MD, MEMORY_MD, KNOWLEDGE_MD, *self.config.context_files]
+        files = await self.workspace.read_first(paths, user_id)
+        listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
+        texts = {path: _clean(entry.text) for path, entry in files.items()}
+        if cached is not None and cached.texts == texts and cached.knowledge_files == tuple(listing):
+            version = cached.version  # unchanged: rendered sections stay valid
+        else:
+            version = next(self._versions)
+        snapshot = _Snapshot(
+            version=version,
+            texts=texts,
+            knowledge_files=tuple(p for p in listing if p != KNOWLEDGE_MD),
+            taken_at=now,
+            generation=generation,
+        )
+        _remember(self._snapshots, user_id, snapshot)
+        return snapshot
 
     def render(
         self,
         event: PreReasoning,
-        text: dict[str, str],
+        text: Mapping[str, str],
         knowledge_files: Sequence[str],
-        tools: set[str],
+        tools: AbstractSet[str],
     ) -> str:
         root = str(self.workspace.root)
         lines = [
@@ -217,38 +267,52 @@ class WorkspaceContextHook(Hook):
             if hidden > 0:
                 listed.append(f"- ... and {hidden} more (use glob_files or list_files)")
             knowledge = (knowledge + "\n\n" if knowledge else "") + "Knowledge files:\n" + "\n".join(listed)
-        additional = [
-            _element(_tag_for(path), text[path]) for path in self.config.context_files if text.get(path)
+        extra = [path for path in self.config.context_files if text.get(path)]
+        guidance = _guidance(root, tools, extra)
+        head = [
+            "<loaded_context>",
+            _element("agents_context", text.get(AGENTS_MD, "")),
         ]
-        agents = text.get(AGENTS_MD, "")
-        fixed = sum(estimate_tokens(part) for part in (session, agents, knowledge, *additional))
+        tail = [
+            _element("domain_knowledge_context", knowledge),
+            *(_element(_tag_for(path), text[path]) for path in extra),
+            "</loaded_context>",
+        ]
+
+        def assemble(memory: str) -> str:
+            loaded = "\n".join([*head, _element("memory_context", memory), *tail])
+            return f"{session}\n\n{guidance}\n\n{loaded}"
+
         if "memory_search" in tools:
             hint = ": use memory_search for the rest"
         elif "read_file" in tools:
             hint = ": read MEMORY.md for the rest"
         else:
             hint = ""
-        memory = _fit_memory(text.get(MEMORY_MD, ""), self.config.max_context_tokens - fixed, hint)
-        loaded = "\n".join(
-            [
-                "<loaded_context>",
-                _element("agents_context", agents),
-                _element("memory_context", memory),
-                _element("domain_knowledge_context", knowledge),
-                *additional,
-                "</loaded_context>",
-            ]
-        )
-        guidance = _guidance(root, tools, self.config.context_files)
-        return f"{session}\n\n{guidance}\n\n{loaded}"
+        available = self.config.max_context_tokens * 4 - len(assemble(""))
+        return assemble(_fit_memory(text.get(MEMORY_MD, ""), available, hint))
 
 
 def _today() -> str:
-    now = datetime.now().astimezone()
-    return f"{now:%A %b} {now.day}, {now.year}"
+    now = time.localtime()
+    return f"{time.strftime('%A %b', now)} {now.tm_mday}, {now.tm_year}"
 
 
-def _tool_names(tools: Sequence[ToolSchema]) -> set[str]:
-    return {tool.name for tool in tools}
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """The workspace files as one user sees them, at one moment."""
+
+    version: int
+    texts: Mapping[str, str]
+    knowledge_files: tuple[str, ...]
+    taken_at: float
+    generation: int
+
+
+def _remember(cache: dict[K, V], key: K, value: V) -> None:
+    """Store in a small bounded cache; the oldest entry goes first."""
+    cache[key] = value
+    if len(cache) > _CACHE_ENTRIES:
+        del cache[next(iter(cache))]
 
 

@@ -245,7 +245,12 @@ class ReActAgent:
                 "input_tokens": response.usage.input_tokens,
                 "output_tokens": response.usage.output_tokens,
             }
-        message = Msg(role="assistant", name=self.name, content=response.content, metadata=metadata)
+        content = response.content
+        if final:
+            # No tools were offered, so a tool call made anyway cannot run; kept in memory
+            # without a result, it would make every later request to the provider invalid.
+            content = [block for block in content if not isinstance(block, ToolUseBlock)]
+        message = Msg(role="assistant", name=self.name, content=content, metadata=metadata)
         memory.append(message)
         await self.hooks.dispatch(
             PostReasoning(

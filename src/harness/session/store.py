@@ -5,11 +5,18 @@ On disk::
     <workspace>/[users/<user>/]agents/<agent>/context/<session>/messages.jsonl
 
 one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
-grew (the file is a byte prefix of the new content) and otherwise rewrites the file atomically
-(temp file, fsync, rename), so a crash leaves the old file or the new one. Saves of one session
-are serialized within the process by a lock and across processes by ``flock`` on a lock file
-beside the messages. A line that cannot be parsed (a torn write, a hand edit) is skipped on load
-with a warning naming the file and line; the next save rewrites the file without it.
+grew and otherwise rewrites the file atomically (temp file, fsync, rename), so a crash leaves the
+old file or the new one. Saves of one session are serialized within the process by a lock and
+across processes by ``flock`` on a lock file beside the messages. A line that cannot be parsed
+(a torn write, a hand edit) is skipped on load with a warning naming the file and line; the next
+save rewrites the file without it.
+
+Messages are treated as values: a hook that changes a message replaces it with a new object
+(``model_copy``) rather than editing it in place. That lets the store remember, per file, the
+message objects it last read or wrote together with the file's identity (inode, size, mtime).
+While the file is unchanged on disk, a load returns those messages without parsing, and a save
+whose list starts with exactly those objects appends only the new ones. Any other change, here
+or in another process, falls back to parsing or to a full rewrite.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import threading
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Iterator
+from collections.abc import Iterator
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -67,6 +75,7 @@ class SessionStore:
         self.agent = agent
         self._locks: dict[Path, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._known: dict[Path, tuple[_FileId, tuple[Msg, ...]]] = {}
 
     def path(self, ctx: RuntimeContext) -> Path:
         """The local messages file of the context's session."""
@@ -82,47 +91,53 @@ class SessionStore:
 
     async def save(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
         """Persist the session's messages (append when they only grew, else atomic rewrite)."""
-        data = "".join(m.model_dump_json() + "\n" for m in messages).encode("utf-8")
-        await asyncio.to_thread(self._save, self.path(ctx), data)
+        await asyncio.to_thread(self._save, self.path(ctx), tuple(messages))
 
     def _load(self, path: Path) -> list[Msg]:
+        with self._locked(path):
+            known = self._known.get(path)
+            current = _file_id(path)
+            if known is not None and known[0] == current:
+                return list(known[1])
+            messages, clean = self._parse(path)
+            if clean:
+                self._known[path] = (current, tuple(messages))
+            else:  # the next save must rewrite the file without the bad lines
+                self._known.pop(path, None)
+            return messages
+
+    def _parse(self, path: Path) -> tuple[list[Msg], bool]:
+        """The file's messages, and whether every line parsed."""
         try:
             lines = path.read_bytes().splitlines()
         except FileNotFoundError:
-            return []
+            return [], True
         except OSError as exc:
             msg = f"cannot read session file {path}: {exc.strerror or exc}"
             raise StorageError(msg) from exc
         messages: list[Msg] = []
+        clean = True
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 messages.append(Msg.model_validate_json(line))
             except ValidationError as exc:
+                clean = False
                 problem = exc.errors()[0]["msg"]
                 logger.warning("%s:%d: skipped a corrupt session line (%s)", path, number, problem)
-        return messages
+        return messages, clean
 
-    def _save(self, path: Path, data: bytes) -> None:
+    def _save(self, path: Path, messages: tuple[Msg, ...]) -> None:
         with self._locked(path):
-            try:
-                existing = path.read_bytes()
-            except FileNotFoundError:
-                existing = b""
-            if existing == data:
-                return
-            if existing.endswith(b"\n") and data.startswith(existing):
-                try:
-                    with path.open("ab") as handle:
-                        handle.write(data[len(existing) :])
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                except OSError as exc:
-                    msg = f"cannot append to session file {path}: {exc.strerror or exc}"
-                    raise StorageError(msg) from exc
+            known = self._known.get(path)
+            if known is not None and known[0] == _file_id(path) and _starts_with(messages, known[1]):
+                new = messages[len(known[1]) :]
+                if new:
+                    _append(path, _serialize(new))
             else:
-                atomic_write(path, data)
+                atomic_write(path, _serialize(messages))
+            self._known[path] = (_file_id(path), messages)
 
     @contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
@@ -138,3 +153,34 @@ class SessionStore:
             with handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 yield
+
+
+_FileId = tuple[int, int, int] | None
+"""(inode, size, mtime_ns) of a file, or None when it does not exist."""
+
+
+def _file_id(path: Path) -> _FileId:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _starts_with(messages: tuple[Msg, ...], prefix: tuple[Msg, ...]) -> bool:
+    return len(messages) >= len(prefix) and all(a is b for a, b in zip(messages, prefix, strict=False))
+
+
+def _serialize(messages: Sequence[Msg]) -> bytes:
+    return "".join(m.model_dump_json() + "\n" for m in messages).encode("utf-8")
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append whole lines. No fsync: an append lost to a power cut loses only the newest turn,
+    and the next save notices the file changed and rewrites it."""
+    try:
+        with path.open("ab") as handle:
+            handle.write(data)
+    except OSError as exc:
+        msg = f"cannot append to session file {path}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc

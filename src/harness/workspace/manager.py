@@ -7,8 +7,9 @@ a local template still serves defaults. For a call made for a user, the user's n
 (``users/<user>/``) is tried before the shared file. Every path passes the path policy of
 :mod:`harness.workspace.paths`.
 
-Local reads are cached by (modification time, size): hooks that read the same files on every
-reasoning step pay for a ``stat``, not a read. All file I/O runs in worker threads.
+Local reads are cached by (modification time, size): a reader that checks the same files again
+pays for a ``stat``, not a read. ``generation`` counts the writes made through the manager, so
+a cache built on its reads knows when to look again. All file I/O runs in worker threads.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class WorkspaceManager:
     def __init__(self, root: str | Path, filesystem: WorkspaceFilesystem | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
         self.filesystem = filesystem
+        self.generation = 0
         self._cache = _StatCache()
 
     def local_path(self, path: str) -> Path:
@@ -185,7 +187,10 @@ class WorkspaceManager:
     async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Write a file atomically in the user's namespace; returns the workspace path written."""
         target = user_prefix(user_id) + normalize(path)
-        await asyncio.to_thread(atomic_write, self.local_path(target), text.encode("utf-8"))
+        try:
+            await asyncio.to_thread(atomic_write, self.local_path(target), text.encode("utf-8"))
+        finally:
+            self.generation += 1
         return target
 
 

@@ -1,0 +1,498 @@
+"""An adapter for OpenAI's chat-completions API and the many servers that copy it.
+
+:class:`OpenAIChatModel` speaks the chat-completions protocol through the official ``openai``
+SDK, so it works with OpenAI itself and with OpenAI-compatible servers (vLLM, llama.cpp,
+Ollama, LiteLLM, ...) given their ``base_url``.
+
+Messages, Harness to OpenAI
+    - ``system`` and ``user`` messages send their text. A user message with images sends a list
+      of ``text`` and ``image_url`` parts in block order; base64 images become ``data:`` URLs.
+    - ``assistant`` messages send their text, and their :class:`~harness.kernel.ToolUseBlock`
+      s as ``tool_calls`` whose ``arguments`` are JSON strings. An assistant message with only
+      tool calls sends ``content: ""`` rather than ``null``, which some servers reject.
+    - Each :class:`~harness.kernel.ToolResultBlock` becomes one ``tool`` message
+      (``tool_call_id`` and the result's text). Chat completions carries only text in tool
+      messages, so image parts of a tool result are not sent.
+    - Thinking blocks are dropped: the protocol has no field to send them back in. Message
+      ``name`` s are not sent either, because many compatible servers reject the field.
+    - Tools become ``{"type": "function", "function": {name, description, parameters}}``; the
+      ``tools`` field is left out when there are none.
+
+Answers, OpenAI to Harness
+    - Streaming (the default) asks for ``stream_options.include_usage``. Text deltas are yielded
+      as :class:`~harness.kernel.ChatChunk` s as they arrive; tool-call deltas are gathered by
+      their ``index`` (id, name, argument fragments) and become
+      :class:`~harness.kernel.ToolUseBlock` s when the stream ends. A refusal is treated as text.
+      ``reasoning_content`` / ``reasoning`` deltas, which several compatible servers send, are
+      yielded as thinking and kept as a :class:`~harness.kernel.ThinkingBlock`.
+    - Tool-call arguments that are not a JSON object do not raise: the call keeps the raw text
+      as ``{"__invalid_arguments__": "<raw text>"}``. No tool accepts that key, so the toolkit
+      answers with an error result that quotes it, and the model can try again.
+    - ``usage`` is the server's ``prompt_tokens`` / ``completion_tokens``, or ``None`` when the
+      server sends none. ``stop_reason`` is the server's ``finish_reason`` as given.
+    - A stream that ends before a single chunk arrives raises :class:`~harness.errors.ModelError`
+      rather than returning an empty answer.
+
+Errors
+    :func:`_map_errors` is the one place where SDK exceptions become Harness exceptions. It
+    looks up the exception's class, walking its MRO, in :data:`_ERRORS`, which names every
+    exception class the SDK exports (a test checks that), then:
+
+    - a failure whose code, message or body describes a context overflow
+      (:func:`~harness.models.looks_like_context_overflow`) → ``ContextOverflowError``;
+    - ``openai.RateLimitError`` (HTTP 429, after the SDK's own retries) → ``RateLimitError``;
+    - everything else → ``ModelError``, naming the model, the HTTP status when there is one and
+      the provider's message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import openai
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionContentPartParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+)
+
+from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
+from harness.kernel import (
+    ChatChunk,
+    ChatResponse,
+    ContentBlock,
+    ImageBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolSchema,
+    ToolUseBlock,
+    Usage,
+    new_id,
+)
+from harness.models._overflow import looks_like_context_overflow
+
+__all__ = ["INVALID_ARGUMENTS_KEY", "OpenAIChatModel"]
+
+logger = logging.getLogger(__name__)
+
+INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
+"""The input key under which a tool call keeps arguments that were not a JSON object."""
+
+_RESERVED_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
+# Every exception class the SDK exports has its own entry, so a reader sees how each one is
+# treated; the MRO walk in `_map_errors` only matters for classes the SDK does not export or
+# adds later, which land on their nearest listed base. `json.JSONDecodeError` is here because
+# the SDK parses each SSE event with `json.loads` and lets a malformed event escape as is.
+_ERRORS: Final[Mapping[type[Exception], type[ModelError]]] = {
+    openai.RateLimitError: RateLimitError,
+    openai.BadRequestError: ModelError,
+    openai.AuthenticationError: ModelError,
+    openai.OAuthError: ModelError,
+    openai.PermissionDeniedError: ModelError,
+    openai.NotFoundError: ModelError,
+    openai.ConflictError: ModelError,
+    openai.UnprocessableEntityError: ModelError,
+    openai.InternalServerError: ModelError,
+    openai.APIStatusError: ModelError,
+    openai.APITimeoutError: ModelError,
+    openai.APIConnectionError: ModelError,
+    openai.APIResponseValidationError: ModelError,
+    openai.APIError: ModelError,
+    openai.LengthFinishReasonError: ModelError,
+    openai.ContentFilterFinishReasonError: ModelError,
+    openai.WebSocketConnectionClosedError: ModelError,
+    openai.WebSocketQueueFullError: ModelError,
+    openai.OpenAIError: ModelError,
+    json.JSONDecodeError: ModelError,
+}
+
+
+class OpenAIChatModel:
+    """A chat model served over the OpenAI chat-completions API.
+
+    Args:
+        model: The model name the server knows (``gpt-4o-mini``, ``qwen2.5-7b-instruct``, ...).
+        api_key: The API key; defaults to ``OPENAI_API_KEY``. Local servers accept any value.
+        base_url: The API root, such as ``http://localhost:8000/v1``; defaults to
+            ``OPENAI_BASE_URL``, then to OpenAI's own endpoint.
+        stream: Stream answers (the default). ``False`` makes one plain request per call, for
+            servers whose streaming is broken or missing.
+        max_retries: How often the SDK retries connection errors, 408, 409, 429 and 5xx.
+        timeout: Seconds before one request attempt times out.
+        options: Default request fields (``temperature``, ``max_tokens``, ``top_p``, ...).
+            Options passed to :meth:`stream` override them. They are sent as JSON body fields
+            as given, so fields that only some compatible servers know pass through too.
+
+    Raises:
+        ConfigError: No API key was given and ``OPENAI_API_KEY`` is not set.
+        ValueError: ``options`` sets a field the adapter controls (``model``, ``messages``,
+            ``tools``, ``stream``, ``stream_options``).
+
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stream: bool = True,
+        max_retries: int = 2,
+        timeout: float = 120.0,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            msg = "model must be a non-empty model name"
+            raise ValueError(msg)
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            msg = (
+                "no OpenAI API key: pass api_key or set OPENAI_API_KEY (any non-empty value "
+                "works for a local OpenAI-compatible server)"
+            )
+            raise ConfigError(msg)
+        self._model = model
+        self._stream = stream
+        self._options = _checked_options(options or {})
+        self._client = openai.AsyncOpenAI(
+            api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
+        )
+
+    @property
+    def model_name(self) -> str:
+        """The model name sent to the server."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (after the SDK applied ``OPENAI_BASE_URL``)."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self._model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool; the model must not be used afterwards."""
+        await self._client.close()
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        """Send the conversation and yield text deltas, then one :class:`ChatResponse`.
+
+        Args:
+            messages: The conversation, system prompt included.
+            tools: The tools the model may call.
+            **options: Request fields for this call only; they override the defaults.
+
+        Raises:
+            ContextOverflowError: The conversation does not fit the model's context window.
+            RateLimitError: The server kept answering 429 after the SDK's retries.
+            ModelError: Any other failure, including a stream that ended with no data.
+
+        """
+        body = {**self._options, **_checked_options(options)}
+        wire_messages = _to_openai_messages(messages)
+        wire_tools = _to_openai_tools(tools)
+        with _map_errors(self._model, self.base_url):
+            if not self._stream:
+                completion = await self._client.chat.completions.create(
+                    model=self._model,
+                    messages=wire_messages,
+                    tools=wire_tools if wire_tools else openai.omit,
+                    stream=False,
+                    extra_body=body or None,
+                )
+                yield self._from_completion(completion)
+                return
+            stream = await self._client.chat.completions.create(
+                model=self._model,
+                messages=wire_messages,
+                tools=wire_tools if wire_tools else openai.omit,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=body or None,
+            )
+            answer = _StreamedAnswer(model=self._model)
+            async with stream:
+                async for chunk in stream:
+                    for delta in answer.add(chunk):
+                        yield delta
+        if not answer.received_any:
+            msg = f"OpenAI model {self._model!r}: the stream ended without any data"
+            raise ModelError(msg)
+        yield answer.response()
+
+    def _from_completion(self, completion: ChatCompletion) -> ChatResponse:
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            msg = f"OpenAI model {self._model!r}: the response has no choices"
+            raise ModelError(msg)
+        message = choices[0].message
+        content: list[ContentBlock] = []
+        thinking = _reasoning_text(message)
+        if thinking:
+            content.append(ThinkingBlock(thinking=thinking))
+        text = (message.content or "") + (message.refusal or "")
+        if text:
+            content.append(TextBlock(text=text))
+        for call in message.tool_calls or []:
+            if call.type != "function":
+                logger.warning("ignoring a %r tool call from %s", call.type, self._model)
+                continue
+            content.append(_tool_use(call.id, call.function.name, call.function.arguments))
+        return ChatResponse(
+            content=content,
+            usage=_usage(completion.usage),
+            model=getattr(completion, "model", None) or self._model,
+            stop_reason=choices[0].finish_reason,
+        )
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def _to_openai_messages(messages: Sequence[Msg]) -> list[ChatCompletionMessageParam]:
+    """Encode a conversation as chat-completions messages (see the module docstring)."""
+    wire: list[ChatCompletionMessageParam] = []
+    for message in messages:
+        if message.role == "system":
+            wire.append({"role": "system", "content": message.text})
+        elif message.role == "user":
+            wire.append({"role": "user", "content": _user_content(message)})
+        elif message.role == "assistant":
+            calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+                {
+                    "id": use.id,
+                    "type": "function",
+                    "function": {
+                        "name": use.name,
+                        "arguments": json.dumps(use.input, ensure_ascii=False),
+                    },
+                }
+                for use in message.tool_uses
+            ]
+            if calls:
+                wire.append({"role": "assistant", "content": message.text, "tool_calls": calls})
+            else:
+                wire.append({"role": "assistant", "content": message.text})
+        else:
+            for result in message.tool_results:
+                wire.append({"role": "tool", "tool_call_id": result.id, "content": result.text})
+    return wire
+
+
+def _user_content(message: Msg) -> str | list[ChatCompletionContentPartParam]:
+    if not any(isinstance(block, ImageBlock) for block in message.content):
+        return message.text
+    parts: list[ChatCompletionContentPartParam] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            url = _image_url(block)
+            if url is not None:
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def _image_url(image: ImageBlock) -> str | None:
+    if image.url:
+        return image.url
+    if image.data:
+        return f"data:{image.media_type or 'image/png'};base64,{image.data}"
+    return None
+
+
+def _to_openai_tools(tools: Sequence[ToolSchema]) -> list[ChatCompletionFunctionToolParam]:
+    """Encode tool schemas as chat-completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    reserved = sorted(_RESERVED_OPTIONS.intersection(options))
+    if reserved:
+        msg = f"options cannot set {', '.join(reserved)}: the adapter sets these fields itself"
+        raise ValueError(msg)
+    return dict(options)
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _StreamedAnswer:
+    """Accumulates the chunks of one streamed answer (the first choice only)."""
+
+    model: str
+    received_any: bool = False
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage | None = None
+    stop_reason: str | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> list[ChatChunk]:
+        """Take in one chunk; return the deltas to show."""
+        self.received_any = True
+        self.model = getattr(chunk, "model", None) or self.model
+        usage = _usage(getattr(chunk, "usage", None))
+        if usage is not None:
+            self.usage = usage
+        deltas: list[ChatChunk] = []
+        for choice in getattr(chunk, "choices", None) or []:
+            if choice.index not in (0, None):
+                continue
+            if choice.finish_reason:
+                self.stop_reason = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            thinking = _reasoning_text(delta)
+            if thinking:
+                self.thinking.append(thinking)
+                deltas.append(ChatChunk(thinking=thinking))
+            text = (delta.content or "") + (delta.refusal or "")
+            if text:
+                self.text.append(text)
+                deltas.append(ChatChunk(text=text))
+            for call in delta.tool_calls or []:
+                # A server that omits `index` sends each call whole, so each is a new call.
+                index = call.index if call.index is not None else len(self.calls)
+                partial = self.calls.setdefault(index, _PartialCall())
+                if call.id:
+                    partial.id = call.id
+                if call.function is not None:
+                    if call.function.name:
+                        partial.name = call.function.name
+                    if call.function.arguments:
+                        partial.arguments.append(call.function.arguments)
+        return deltas
+
+    def response(self) -> ChatResponse:
+        content: list[ContentBlock] = []
+        if self.thinking:
+            content.append(ThinkingBlock(thinking="".join(self.thinking)))
+        if self.text:
+            content.append(TextBlock(text="".join(self.text)))
+        for _, call in sorted(self.calls.items()):
+            content.append(_tool_use(call.id, call.name, "".join(call.arguments)))
+        return ChatResponse(
+            content=content, usage=self.usage, model=self.model, stop_reason=self.stop_reason
+        )
+
+
+def _tool_use(call_id: str | None, name: str, arguments: str) -> ToolUseBlock:
+    return ToolUseBlock(
+        id=call_id or f"call_{new_id()}", name=name, input=_parse_arguments(arguments, name)
+    )
+
+
+def _parse_arguments(raw: str, tool: str = "") -> dict[str, Any]:
+    """Parse a tool call's JSON arguments; text that is not a JSON object is kept, not raised.
+
+    Empty text means no arguments. Anything else that does not parse to an object comes back
+    as ``{INVALID_ARGUMENTS_KEY: raw}``, which the toolkit reports to the model as an error.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    logger.warning("tool call %r has arguments that are not a JSON object: %.200s", tool, raw)
+    return {INVALID_ARGUMENTS_KEY: raw}
+
+
+def _reasoning_text(delta: object) -> str:
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _usage(usage: object) -> Usage | None:
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return Usage(prompt, completion)
+    return None
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _map_errors(model: str, base_url: str) -> Iterator[None]:
+    """Translate SDK exceptions raised in the block into Harness exceptions (module docstring)."""
+    try:
+        yield
+    except tuple(_ERRORS) as exc:
+        raise _translate(exc, model, base_url) from exc
+
+
+def _harness_class(exc_type: type[BaseException]) -> type[ModelError] | None:
+    """Return the Harness class for an SDK exception class: its nearest `_ERRORS` entry."""
+    for cls in exc_type.__mro__:
+        if cls in _ERRORS:
+            return _ERRORS[cls]
+    return None
+
+
+def _translate(exc: Exception, model: str, base_url: str) -> ModelError:
+    cls = _harness_class(type(exc)) or ModelError
+    body = getattr(exc, "body", None)
+    detail = _provider_message(exc, body)
+    if cls is ModelError and looks_like_context_overflow(getattr(exc, "code", None), detail, body):
+        cls = ContextOverflowError
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return cls(f"OpenAI model {model!r} failed with HTTP {status}: {detail}")
+    if isinstance(exc, openai.APIConnectionError):
+        return cls(f"OpenAI model {model!r}: cannot reach {base_url}: {detail}")
+    return cls(f"OpenAI model {model!r} failed: {detail}")
+
+
+def _provider_message(exc: Exception, body: object) -> str:
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    text = str(getattr(exc, "message", None) or exc or type(exc).__name__)
+    cause = exc.__cause__
+    if isinstance(exc, openai.APIConnectionError) and cause is not None:
+        text = f"{text} ({type(cause).__name__}: {cause})"
+    return text

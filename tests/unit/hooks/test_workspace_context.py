@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import HarnessAgent, RuntimeContext
+from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
+from harness.hooks.workspace_context import inject_section
+from harness.kernel import Msg, PreReasoning, TextBlock, ToolSchema
+from harness.models import ScriptedChatModel
+from harness.workspace import WorkspaceManager
+
+
+def event(
+    ctx: RuntimeContext | None = None, tools: list[str] = (), messages: list[Msg] | None = None  # type: ignore[assignment]
+) -> PreReasoning:
+    return PreReasoning(
+        ctx=ctx or RuntimeContext(session_id="s1"),
+        agent="bot",
+        memory=[],
+        step=0,
+        messages=messages if messages is not None else [Msg(role="user", content="hi")],
+        tools=[ToolSchema(name=name, description="") for name in tools],
+    )
+
+
+def hook(workspace: Path, **config: object) -> WorkspaceContextHook:
+    return WorkspaceContextHook(
+        WorkspaceManager(workspace), agent_name="bot", config=WorkspaceContextConfig(**config)  # type: ignore[arg-type]
+    )
+
+
+async def section_of(workspace: Path, ev: PreReasoning | None = None, **config: object) -> str:
+    ev = ev or event()
+    await hook(workspace, **config).on_event(ev)
+    system = ev.messages[0]
+    assert system.role == "system"
+    return system.content[-1].text  # type: ignore[union-attr]
+
+
+async def test_session_context_section(workspace: Path) -> None:
+    text = await section_of(
+        workspace, event(RuntimeContext(session_id="s9", user_id="ann")), environment="Deployment: test"
+    )
+    now = time.localtime()
+    assert text.startswith("## Session Context\nThis is the bot agent, working in the workspace ")
+    assert f"Today is {time.strftime('%A %b', now)} {now.tm_mday}, {now.tm_year}." in text
+    assert "Session ID: s9\nUser ID: ann\nDeployment: test" in text
+
+
+async def test_files_are_injected_in_loaded_context(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("# Persona\n<!-- not for the model -->\nBe kind.\n")
+    (workspace / "MEMORY.md").write_text("- likes tea\n")
+    (workspace / "knowledge" / "deep").mkdir(parents=True)
+    (workspace / "knowledge" / "KNOWLEDGE.md").write_text("Glossary here.")
+    (workspace / "knowledge" / "deep" / "faq.md").write_text("q")
+    (workspace / "SOUL.md").write_text("Soul line")
+    text = await section_of(workspace, context_files=("SOUL.md", "missing.md"))
+    loaded = text[text.rindex("<loaded_context>") :]
+    assert loaded == (
+        "<loaded_context>\n"
+        "  <agents_context>\n    # Persona\n\n    Be kind.\n  </agents_context>\n"
+        "  <memory_context>\n    - likes tea\n  </memory_context>\n"
+        "  <domain_knowledge_context>\n    Glossary here.\n\n    Knowledge files:\n"
+        "    - knowledge/deep/faq.md\n  </domain_knowledge_context>\n"
+        "  <soul_md>\n    Soul line\n  </soul_md>\n"
+        "</loaded_context>"
+    )
+    assert "not for the model" not in text
+
+
+async def test_empty_workspace_renders_empty_elements(workspace: Path) -> None:
+    text = await section_of(workspace)
+    assert "  <agents_context></agents_context>\n  <memory_context></memory_context>" in text
+
+
+async def test_appended_as_new_block_of_first_system_message(workspace: Path) -> None:
+    system = Msg(role="system", content="BASE")
+    ev = event(messages=[system, Msg(role="user", content="hi")])
+    await hook(workspace).on_event(ev)
+    first = ev.messages[0]
+    assert first.id == system.id
+    assert [b.text for b in first.content if isinstance(b, TextBlock)][0] == "BASE"
+    assert len(first.content) == 2
+    assert system.content == [TextBlock(text="BASE")]  # the original is not mutated
+
+
+def test_inserts_a_system_message_when_there_is_none() -> None:
+    messages = inject_section([Msg(role="user", content="hi")], "SECTION")
+    assert [(m.role, m.name, m.text) for m in messages] == [
+        ("system", "workspace_context", "SECTION"),
+        ("user", None, "hi"),
+    ]
+
+
+async def test_memory_is_cut_to_budget_with_a_notice(workspace: Path) -> None:
+    lines = [f"- fact number {i:04d}" for i in range(2000)]
+    (workspace / "MEMORY.md").write_text("\n".join(lines))
+    text = await section_of(workspace, event(tools=["memory_search"]), max_context_tokens=2000)
+    memory = text[text.index("<memory_context>") : text.index("</memory_context>")]
+    assert "- fact number 0000" in memory
+    assert "- fact number 1999" not in memory
+    notice = re.search(r"\.\.\. \(memory truncated: showing (\d+) of (\d+) characters of MEMORY\.md: use memory_search for the rest\) \.\.\.", memory)
+    assert notice is not None
+    assert int(notice.group(2)) == len("\n".join(lines))
+    # the whole section stays within the budget, give or take the notice and tags
+    assert len(text) // 4 <= 2000
+    # only whole lines are kept
+    kept = [line.strip() for line in memory.splitlines()[1:] if line.strip().startswith("- fact")]
+    assert all(re.fullmatch(r"- fact number \d{4}", line) for line in kept)
+
+
+async def test_notice_without_search_tool_does_not_advertise_it(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("x" * 100 + "\n" + "y" * 50000)
+    text = await section_of(workspace, max_context_tokens=1000)
+    assert "memory truncated" in text
+    assert "memory_search" not in text
+
+
+async def test_memory_under_budget_is_whole(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("- short")
+    text = await section_of(workspace, max_context_tokens=1000)
+    assert "memory truncated" not in text
+
+
+async def test_guidance_follows_available_tools(workspace: Path) -> None:
+    bare = await section_of(workspace)
+    assert "## Domain Knowledge" in bare
+    assert "## Memory Recall" not in bare
+    assert "## Memory Persistence" not in bare
+    full = await section_of(workspace, event(tools=["memory_search", "memory_get", "edit_file", "read_file"]))
+    assert "## Memory Recall" in full
+    assert "memory_get" in full
+    assert "## Memory Persistence" in full
+    assert "open the ones you need with read_file." in full
+
+
+async def test_user_files_override_shared(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("shared persona")
+    (workspace / "users" / "ann").mkdir(parents=True)
+    (workspace / "users" / "ann" / "MEMORY.md").write_text("ann's memory")
+    (workspace / "MEMORY.md").write_text("shared memory")
+    text = await section_of(workspace, event(RuntimeContext(session_id="s", user_id="ann")))
+    assert "shared persona" in text
+    assert "ann's memory" in text
+    assert "shared memory" not in text
+
+
+def test_config_rejects_bad_budget() -> None:
+    with pytest.raises(ValueError, match="max_context_tokens"):
+        WorkspaceContextConfig(max_context_tokens=0)
+
+
+async def test_writes_through_the_manager_are_seen_at_the_next_step(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("version one")
+    agent: HarnessAgent
+
+    async def rewrite_persona() -> str:
+        """Rewrite AGENTS.md."""
+        await agent.workspace.write_text("AGENTS.md", "version two, longer")
+        return "done"
+
+    model = ScriptedChatModel(
+        [{"tool_calls": [{"name": "rewrite_persona", "input": {}}]}, {"text": "ok"}]
+    )
+    agent = HarnessAgent(model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona])
+    await agent.call("go", ctx=RuntimeContext(session_id="s"))
+    first, second = (request[0].content[-1].text for request in model.requests)  # type: ignore[union-attr]
+    assert "version one" in first
+    assert "version two, longer" in second
+    saved = await agent.sessions.load(RuntimeContext(session_id="s"))
+    assert all(m.role != "system" for m in saved)
+    assert all("loaded_context" not in m.text for m in saved)
+
+
+async def test_outside_edits_are_seen_once_the_snapshot_expires(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("before")
+    context = hook(workspace, refresh_seconds=0.05)
+    ev = event()
+    await context.on_event(ev)
+    (workspace / "AGENTS.md").write_text("after the edit")
+    cached = event()
+    await context.on_event(cached)
+    assert "before" in cached.messages[0].text
+    await asyncio.sleep(0.06)
+    fresh = event()
+    await context.on_event(fresh)
+    assert "after the edit" in fresh.messages[0].text
+
+
+async def test_refresh_zero_checks_every_step(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("- one")
+    context = hook(workspace, refresh_seconds=0)
+    for text in ("- one", "- two two"):
+        (workspace / "MEMORY.md").write_text(text)
+        ev = event()
+        await context.on_event(ev)
+        assert text in ev.messages[0].text
+
+
+async def test_unchanged_files_are_not_read_again(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (workspace / "AGENTS.md").write_text("persona")
+    context = hook(workspace)
+    reads: list[str] = []
+    original = Path.read_text
+
+    def spy(self: Path, *args: object, **kwargs: object) -> str:
+        reads.append(self.name)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", spy)
+    for _ in range(5):
+        await context.on_event(event())
+    assert reads == ["AGENTS.md"]

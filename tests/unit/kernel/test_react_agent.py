@@ -1,0 +1,814 @@
+"""Contract tests for the ReAct loop (harness.kernel.agent) driven by the scripted model."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+
+from harness.context import RuntimeContext
+from harness.errors import AgentInterrupted, ModelError, ScriptExhaustedError
+from harness.kernel import (
+    DEFAULT_MAX_ITERS,
+    ChatChunk,
+    ChatModel,
+    ChatResponse,
+    Error,
+    Event,
+    Hook,
+    Msg,
+    PostActing,
+    PostCall,
+    PostReasoning,
+    PreActing,
+    PreCall,
+    PreReasoning,
+    ReActAgent,
+    Reply,
+    StreamItem,
+    TextBlock,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolResultBlock,
+    ToolSchema,
+    ToolStarted,
+    ToolUseBlock,
+    Usage,
+)
+from harness.kernel.agent import MAX_ITERS_HINT
+from harness.models.scripted import ScriptedChatModel
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+class Recording:
+    """A ChatModel wrapper that records every request's messages and tools."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.requests: list[tuple[list[Msg], list[ToolSchema]]] = []
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        self.requests.append((list(messages), list(tools)))
+        async for item in self.inner.stream(messages, tools, **options):
+            yield item
+
+
+def scripted(*turns: dict[str, Any]) -> Recording:
+    return Recording(ScriptedChatModel(list(turns)))
+
+
+class EventLog(Hook):
+    """Records every event it sees."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def on_event(self, event: Event) -> None:
+        self.events.append(event)
+
+    @property
+    def names(self) -> list[str]:
+        return [type(event).__name__ for event in self.events]
+
+    def of(self, kind: type[Event]) -> list[Any]:
+        return [event for event in self.events if isinstance(event, kind)]
+
+
+class StallingModel:
+    """Streams one chunk, then waits until cancelled."""
+
+    model_name = "stalling"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        yield ChatChunk(text="partial ")
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        yield ChatResponse(content=[])  # pragma: no cover
+
+
+class FailingModel:
+    model_name = "failing"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        yield ChatChunk(text="so far ")
+        raise self.error
+
+
+class SlowTool:
+    """An async tool `wait` that blocks until released (or cancelled)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.cancelled = False
+
+    async def wait(self) -> str:
+        """Wait for a while."""
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return "waited"
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def unanswered_tool_calls(memory: list[Msg]) -> set[str]:
+    uses = {block.id for msg in memory for block in msg.tool_uses}
+    results = {block.id for msg in memory for block in msg.tool_results}
+    return uses - results
+
+
+ADD_THEN_ANSWER = (
+    {"match": "add", "text": "Let me check.", "tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}]},
+    {"match": "^5$", "text": "The sum is 5.", "usage": {"input_tokens": 30, "output_tokens": 6}},
+)
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+async def test_single_answer() -> None:
+    model = scripted({"text": "Hello there!"})
+    agent = ReActAgent(name="helper", model=model)
+
+    reply = await agent.call("hi")
+
+    assert reply.role == "assistant"
+    assert reply.name == "helper"
+    assert reply.content == [TextBlock(text="Hello there!")]
+    assert reply.metadata == {"model": "scripted"}
+    assert [(m.role, m.text) for m in agent.memory] == [("user", "hi"), ("assistant", "Hello there!")]
+    assert agent.memory[-1] is reply
+    [(messages, tools)] = model.requests
+    assert [(m.role, m.text) for m in messages] == [("user", "hi")]
+    assert tools == []
+
+
+async def test_tool_loop() -> None:
+    model = scripted(*ADD_THEN_ANSWER)
+    agent = ReActAgent(name="calc", model=model, toolkit=[add])
+
+    reply = await agent.call("please add 2 and 3")
+
+    assert reply.text == "The sum is 5."
+    assert reply.metadata == {
+        "model": "scripted",
+        "usage": {"input_tokens": 30, "output_tokens": 6},
+    }
+    user, call_msg, result_msg, answer = agent.memory
+    assert user.text == "please add 2 and 3"
+    assert call_msg.tool_uses == [ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})]
+    assert result_msg.role == "tool"
+    assert result_msg.content == [ToolResultBlock(id="call_0", name="add", output="5")]
+    assert answer is reply
+    assert len(model.requests) == 2
+    second_request, second_tools = model.requests[1]
+    assert second_request == [user, call_msg, result_msg]
+    assert [tool.name for tool in second_tools] == ["add"]
+
+
+async def test_memory_carries_over_between_calls() -> None:
+    model = scripted({"match": "one", "text": "first"}, {"match": "two", "text": "second"})
+    agent = ReActAgent(name="a", model=model)
+
+    await agent.call("one")
+    await agent.call("two")
+
+    assert [m.text for m in agent.memory] == ["one", "first", "two", "second"]
+    assert [m.text for m in model.requests[1][0]] == ["one", "first", "two"]
+
+
+async def test_call_without_input_continues_memory() -> None:
+    model = scripted({"text": "continued"})
+    agent = ReActAgent(name="a", model=model)
+    agent.memory.append(Msg(role="user", content="earlier"))
+
+    reply = await agent.call()
+
+    assert reply.text == "continued"
+    assert [m.text for m in model.requests[0][0]] == ["earlier"]
+
+
+async def test_tool_errors_go_back_to_the_model_and_the_loop_continues() -> None:
+    model = scripted(
+        {"match": "go", "tool_calls": [{"name": "missing"}]},
+        {"match": "unknown tool", "text": "That tool does not exist."},
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[add])
+
+    reply = await agent.call("go")
+
+    assert reply.text == "That tool does not exist."
+    [result] = agent.memory[2].tool_results
+    assert result.is_error
+    assert result.output == "Error: unknown tool 'missing'. Available tools: add"
+
+
+async def test_tool_calls_of_one_step_run_concurrently() -> None:
+    left_ready, right_ready = asyncio.Event(), asyncio.Event()
+
+    async def left() -> str:
+        left_ready.set()
+        # Only finishes if `right` runs while `left` waits.
+        await asyncio.wait_for(right_ready.wait(), timeout=2)
+        return "left done"
+
+    async def right() -> str:
+        right_ready.set()
+        await asyncio.wait_for(left_ready.wait(), timeout=2)
+        return "right done"
+
+    model = scripted(
+        {"match": "both", "tool_calls": [{"name": "left"}, {"name": "right"}]},
+        {"match": "done", "text": "finished"},
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[left, right])
+
+    reply = await agent.call("run both")
+
+    assert reply.text == "finished"
+    results = [m.tool_results[0] for m in agent.memory if m.role == "tool"]
+    assert [(r.id, r.output, r.is_error) for r in results] == [
+        ("call_0", "left done", False),
+        ("call_1", "right done", False),
+    ]
+
+
+async def test_parallel_tools_false_runs_calls_one_after_another() -> None:
+    log: list[str] = []
+
+    async def first() -> str:
+        log.append("first start")
+        await asyncio.sleep(0)
+        log.append("first end")
+        return "1"
+
+    async def second() -> str:
+        log.append("second start")
+        await asyncio.sleep(0)
+        log.append("second end")
+        return "2"
+
+    model = scripted(
+        {"match": "go", "tool_calls": [{"name": "first"}, {"name": "second"}]},
+        {"text": "ok"},
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[first, second], parallel_tools=False)
+
+    await agent.call("go")
+
+    assert log == ["first start", "first end", "second start", "second end"]
+
+
+async def test_max_iters_defaults_to_15_then_a_final_call_without_tools() -> None:
+    ticks: list[int] = []
+
+    def tick() -> str:
+        ticks.append(1)
+        return "ticked"
+
+    model = scripted(
+        {"match": "every reasoning step", "text": "I ran out of steps."},
+        {"tool_calls": [{"name": "tick"}], "repeat": True},
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[tick])
+
+    reply = await agent.call("keep going")
+
+    assert DEFAULT_MAX_ITERS == 15
+    assert agent.max_iters == 15
+    assert reply.text == "I ran out of steps."
+    assert len(ticks) == 15
+    assert len(model.requests) == 16
+    assert all([t.name for t in tools] == ["tick"] for _, tools in model.requests[:15])
+    final_messages, final_tools = model.requests[15]
+    assert final_tools == []
+    hint = final_messages[-1]
+    assert (hint.role, hint.name, hint.text) == ("user", "system_hint", MAX_ITERS_HINT)
+    # the hint is for that request only
+    assert all(m.name != "system_hint" for m in agent.memory)
+    assert len(agent.memory) == 1 + 15 * 2 + 1
+
+
+async def test_custom_max_iters() -> None:
+    model = scripted(
+        {"match": "every reasoning step", "text": "stopping"},
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 1}}], "repeat": True},
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[add], max_iters=2)
+
+    reply = await agent.call("loop")
+
+    assert reply.text == "stopping"
+    assert [len(tools) for _, tools in model.requests] == [1, 1, 0]
+
+
+async def test_tool_calls_in_the_final_answer_are_dropped() -> None:
+    model = scripted(
+        {"text": "still working", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 1}}], "repeat": True}
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[add], max_iters=1)
+
+    reply = await agent.call("loop")
+
+    assert reply.content == [TextBlock(text="still working")]
+    assert unanswered_tool_calls(agent.memory) == set()
+    assert [m.role for m in agent.memory] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_max_iters_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_iters must be at least 1, got 0"):
+        ReActAgent(name="a", model=ScriptedChatModel([]), max_iters=0)
+
+
+async def test_system_prompt_first_in_every_request_and_never_in_memory() -> None:
+    model = scripted(*ADD_THEN_ANSWER)
+    agent = ReActAgent(name="a", model=model, sys_prompt="You are terse.", toolkit=[add])
+
+    await agent.call("add them")
+    await agent.call("add again")
+
+    assert len(model.requests) == 4
+    for messages, _ in model.requests:
+        assert (messages[0].role, messages[0].text) == ("system", "You are terse.")
+        assert all(m.role != "system" for m in messages[1:])
+    assert all(m.role != "system" for m in agent.memory)
+
+
+async def test_without_system_prompt_no_system_message_is_sent() -> None:
+    model = scripted({"text": "ok"})
+    agent = ReActAgent(name="a", model=model, sys_prompt="")
+
+    await agent.call("hi")
+
+    assert agent.system_message is None
+    assert [m.role for m in model.requests[0][0]] == ["user"]
+
+
+async def test_model_stream_without_final_response_is_a_model_error() -> None:
+    class NoFinal:
+        model_name = "nofinal"
+
+        async def stream(
+            self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+        ) -> AsyncIterator[ChatChunk | ChatResponse]:
+            yield ChatChunk(text="dangling")
+
+    log = EventLog()
+    agent = ReActAgent(name="a", model=NoFinal(), hooks=[log])
+
+    with pytest.raises(ModelError, match="model 'nofinal' ended its stream without a final response"):
+        await agent.call("hi")
+    assert log.names[-1] == "Error"
+
+
+async def test_script_exhausted_quotes_the_last_message() -> None:
+    agent = ReActAgent(name="a", model=ScriptedChatModel([{"match": "weather", "text": "sunny"}]))
+
+    with pytest.raises(ScriptExhaustedError) as info:
+        await agent.call("tell me a joke")
+
+    assert str(info.value) == (
+        "scripted model has no turn left that matches the request; "
+        "last message: 'tell me a joke'"
+    )
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+async def test_event_sequence_all_carrying_the_calls_context() -> None:
+    log = EventLog()
+    agent = ReActAgent(name="calc", model=scripted(*ADD_THEN_ANSWER), toolkit=[add], hooks=[log])
+    ctx = RuntimeContext(session_id="s1", user_id="u1")
+
+    reply = await agent.call("add please", ctx=ctx)
+
+    assert log.names == [
+        "PreCall",
+        "PreReasoning",
+        "PostReasoning",
+        "PreActing",
+        "PostActing",
+        "PreReasoning",
+        "PostReasoning",
+        "PostCall",
+    ]
+    assert all(event.ctx is ctx for event in log.events)
+    assert all(event.agent == "calc" for event in log.events)
+    assert all(event.memory is agent.memory for event in log.events)
+
+    [pre_call] = log.of(PreCall)
+    assert [m.text for m in pre_call.inputs] == ["add please"]
+    assert [pre.step for pre in log.of(PreReasoning)] == [0, 1]
+    post_reasoning = log.of(PostReasoning)
+    assert [p.step for p in post_reasoning] == [0, 1]
+    assert [p.message for p in post_reasoning] == [agent.memory[1], agent.memory[3]]
+    assert [p.usage for p in post_reasoning] == [None, Usage(input_tokens=30, output_tokens=6)]
+    assert [p.model for p in post_reasoning] == ["scripted", "scripted"]
+    [pre_acting] = log.of(PreActing)
+    assert pre_acting.tool_call == ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})
+    [post_acting] = log.of(PostActing)
+    assert post_acting.result == ToolResultBlock(id="call_0", name="add", output="5")
+    assert post_acting.latency_s >= 0
+    [post_call] = log.of(PostCall)
+    assert post_call.reply is reply
+
+
+async def test_call_without_ctx_gets_an_empty_context() -> None:
+    log = EventLog()
+    agent = ReActAgent(name="a", model=scripted({"text": "ok"}), hooks=[log])
+
+    await agent.call("hi")
+
+    ctx = log.events[0].ctx
+    assert ctx == RuntimeContext()
+    assert all(event.ctx is ctx for event in log.events)
+
+
+async def test_pre_reasoning_messages_change_only_the_request() -> None:
+    class Inject(Hook):
+        events = (PreReasoning,)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PreReasoning)
+            extra = Msg(role="system", content=f"step {event.step}")
+            event.messages = [extra, *event.messages]
+            event.messages.append(Msg(role="user", content="(reminder)"))
+
+    model = scripted(*ADD_THEN_ANSWER)
+    agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[Inject()])
+
+    await agent.call("add")
+
+    first, _ = model.requests[0]
+    second, _ = model.requests[1]
+    assert [m.text for m in first] == ["step 0", "add", "(reminder)"]
+    assert [m.text for m in second][0] == "step 1"
+    assert [m.text for m in second][-1] == "(reminder)"
+    assert "(reminder)" not in [m.text for m in second][1:-1]
+    assert [m.role for m in agent.memory] == ["user", "assistant", "tool", "assistant"]
+    assert all(not m.text.startswith("step") and m.text != "(reminder)" for m in agent.memory)
+
+
+async def test_pre_reasoning_tools_change_only_the_request() -> None:
+    class HideTools(Hook):
+        events = (PreReasoning,)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PreReasoning)
+            event.tools = []
+
+    model = scripted({"text": "ok"})
+    agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[HideTools()])
+
+    await agent.call("hi")
+
+    assert model.requests[0][1] == []
+    assert agent.toolkit.names == ["add"]
+
+
+async def test_post_acting_result_replacement_is_what_memory_keeps() -> None:
+    class Redact(Hook):
+        events = (PostActing,)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PostActing)
+            event.result = ToolResultBlock(
+                id=event.result.id, name=event.result.name, output="[redacted]"
+            )
+
+    model = scripted(
+        ADD_THEN_ANSWER[0], {"match": r"\[redacted\]", "text": "The result was hidden."}
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[Redact()])
+
+    items = [item async for item in agent.stream("add")]
+
+    assert agent.memory[2].content == [
+        ToolResultBlock(id="call_0", name="add", output="[redacted]")
+    ]
+    assert model.requests[1][0][-1].tool_results[0].output == "[redacted]"
+    finished = [item for item in items if isinstance(item, ToolFinished)]
+    assert finished == [ToolFinished(ToolResultBlock(id="call_0", name="add", output="[redacted]"))]
+    assert agent.memory[-1].text == "The result was hidden."
+
+
+async def test_post_call_reply_replacement_is_what_the_caller_gets() -> None:
+    replacement = Msg(role="assistant", content="rewritten")
+
+    class Rewrite(Hook):
+        events = (PostCall,)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PostCall)
+            event.reply = replacement
+
+    agent = ReActAgent(name="a", model=scripted({"text": "original", "repeat": True}), hooks=[Rewrite()])
+
+    reply = await agent.call("hi")
+    streamed = [item async for item in agent.stream("again")]
+
+    assert reply is replacement
+    assert streamed[-1] == Reply(replacement)
+
+
+async def test_model_failure_dispatches_error_then_reraises() -> None:
+    failure = ModelError("provider down")
+    log = EventLog()
+    agent = ReActAgent(name="a", model=FailingModel(failure), hooks=[log])
+    ctx = RuntimeContext(session_id="s")
+
+    with pytest.raises(ModelError) as info:
+        await agent.call("hi", ctx=ctx)
+
+    assert info.value is failure
+    assert log.names == ["PreCall", "PreReasoning", "Error"]
+    [error] = log.of(Error)
+    assert error.error is failure
+    assert error.ctx is ctx
+    assert [m.text for m in error.memory] == ["hi"]
+    assert not hasattr(failure, "__notes__")
+
+
+async def test_hook_failing_during_error_adds_a_note_and_the_original_error_propagates() -> None:
+    class BrokenErrorHandler(Hook):
+        events = (Error,)
+
+        async def on_event(self, event: Event) -> None:
+            msg = "cannot save"
+            raise OSError(msg)
+
+    later = EventLog()
+    failure = ModelError("provider down")
+    agent = ReActAgent(
+        name="a", model=FailingModel(failure), hooks=[BrokenErrorHandler(), later]
+    )
+
+    with pytest.raises(ModelError) as info:
+        await agent.call("hi")
+
+    assert info.value is failure
+    assert info.value.__notes__ == [
+        "while reporting this error, a hook failed: OSError('cannot save')"
+    ]
+    # the failing hook stopped the dispatch of Error to later hooks
+    assert "Error" not in later.names
+
+
+# --- interruption and cancellation ------------------------------------------------------------
+
+
+async def test_interrupt_during_a_slow_tool() -> None:
+    slow = SlowTool()
+    log = EventLog()
+    model = scripted(
+        {"match": "wait", "tool_calls": [{"name": "wait"}]}, {"match": "again", "text": "fine"}
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[slow.wait], hooks=[log])
+
+    task = asyncio.create_task(agent.call("wait for it"))
+    await slow.started.wait()
+    agent.interrupt()
+
+    with pytest.raises(AgentInterrupted, match="agent 'a' was interrupted"):
+        await task
+    assert slow.cancelled is True
+    assert log.names[-1] == "Error"
+    assert isinstance(log.of(Error)[0].error, AgentInterrupted)
+    assert "PostActing" not in log.names
+
+    # the agent can be called again afterwards
+    assert (await agent.call("again")).text == "fine"
+
+
+async def test_interrupt_during_a_slow_model_stream() -> None:
+    model = StallingModel()
+    log = EventLog()
+    agent = ReActAgent(name="a", model=model, hooks=[log])
+
+    items: list[StreamItem] = []
+
+    async def consume() -> None:
+        async for item in agent.stream("hi"):
+            items.append(item)
+
+    task = asyncio.create_task(consume())
+    await model.started.wait()
+    agent.interrupt()
+
+    with pytest.raises(AgentInterrupted):
+        await task
+    assert items == [TextDelta("partial ")]
+    assert model.cancelled is True
+    assert log.names == ["PreCall", "PreReasoning", "Error"]
+    assert isinstance(log.of(Error)[0].error, AgentInterrupted)
+    # nothing of the partial answer is kept
+    assert [m.role for m in agent.memory] == ["user"]
+
+
+async def test_interrupt_a_call_awaited_in_the_callers_task() -> None:
+    model = StallingModel()
+    agent = ReActAgent(name="a", model=model)
+
+    async def interrupt_soon() -> None:
+        await model.started.wait()
+        agent.interrupt()
+
+    helper = asyncio.create_task(interrupt_soon())
+    with pytest.raises(AgentInterrupted):
+        await agent.call("hi")
+    await helper
+
+    # the caller's own task was not left cancelled
+    current = asyncio.current_task()
+    assert current is not None
+    assert current.cancelling() == 0
+    await asyncio.sleep(0)
+
+
+async def test_interrupt_without_a_running_call_does_nothing() -> None:
+    agent = ReActAgent(name="a", model=scripted({"text": "ok"}))
+
+    agent.interrupt()
+
+    assert (await agent.call("hi")).text == "ok"
+
+
+async def test_external_cancellation_propagates() -> None:
+    slow = SlowTool()
+    log = EventLog()
+    agent = ReActAgent(
+        name="a",
+        model=scripted({"tool_calls": [{"name": "wait"}]}),
+        toolkit=[slow.wait],
+        hooks=[log],
+    )
+
+    task = asyncio.create_task(agent.call("go"))
+    await slow.started.wait()
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    assert slow.cancelled is True
+    assert log.names[-1] == "Error"
+    assert isinstance(log.of(Error)[0].error, asyncio.CancelledError)
+
+
+# --- streaming --------------------------------------------------------------------------------
+
+
+async def test_stream_yields_deltas_tool_activity_and_finally_the_reply() -> None:
+    agent = ReActAgent(name="calc", model=scripted(*ADD_THEN_ANSWER), toolkit=[add])
+
+    items = [item async for item in agent.stream("add please")]
+
+    call = ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})
+    assert items == [
+        TextDelta("Let "),
+        TextDelta("me "),
+        TextDelta("check."),
+        ToolStarted(call),
+        ToolFinished(ToolResultBlock(id="call_0", name="add", output="5")),
+        TextDelta("The "),
+        TextDelta("sum "),
+        TextDelta("is "),
+        TextDelta("5."),
+        Reply(agent.memory[-1]),
+    ]
+    assert agent.memory[-1].text == "The sum is 5."
+
+
+async def test_stream_yields_thinking_deltas() -> None:
+    class Thinker:
+        model_name = "thinker"
+
+        async def stream(
+            self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+        ) -> AsyncIterator[ChatChunk | ChatResponse]:
+            yield ChatChunk(thinking="hmm")
+            yield ChatChunk(text="yes")
+            yield ChatResponse(content=[TextBlock(text="yes")])
+
+    agent = ReActAgent(name="a", model=Thinker())
+
+    items = [item async for item in agent.stream("?")]
+
+    assert items[:2] == [ThinkingDelta("hmm"), TextDelta("yes")]
+    assert isinstance(items[2], Reply)
+    assert items[2].message.text == "yes"
+    assert items[2].message.metadata == {"model": "thinker"}
+
+
+async def test_stream_raises_the_calls_error() -> None:
+    agent = ReActAgent(name="a", model=FailingModel(ModelError("boom")))
+    items: list[StreamItem] = []
+
+    with pytest.raises(ModelError, match="boom"):
+        async for item in agent.stream("hi"):
+            items.append(item)
+    assert items == [TextDelta("so far ")]
+
+
+async def test_closing_the_stream_early_cancels_the_call() -> None:
+    slow = SlowTool()
+    log = EventLog()
+    agent = ReActAgent(
+        name="a",
+        model=scripted({"tool_calls": [{"name": "wait"}]}),
+        toolkit=[slow.wait],
+        hooks=[log],
+    )
+
+    stream = agent.stream("go")
+    async with contextlib.aclosing(stream):
+        async for item in stream:
+            if isinstance(item, ToolStarted):
+                break
+
+    assert slow.cancelled is True
+    assert log.names[-1] == "Error"
+    assert isinstance(log.of(Error)[0].error, asyncio.CancelledError)
+    assert "PostActing" not in log.names
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+async def test_per_call_memory_keeps_concurrent_conversations_apart() -> None:
+    both_waiting = asyncio.Barrier(2)
+
+    async def meet(who: str) -> str:
+        """Wait for the other conversation, so both are in flight at once."""
+        await asyncio.wait_for(both_waiting.wait(), timeout=2)
+        return f"met {who}"
+
+    model = scripted(
+        {"match": "alice", "tool_calls": [{"name": "meet", "input": {"who": "alice"}}]},
+        {"match": "bob", "tool_calls": [{"name": "meet", "input": {"who": "bob"}}]},
+        {"match": "met alice", "text": "Hi Alice."},
+        {"match": "met bob", "text": "Hi Bob."},
+    )
+    log = EventLog()
+    agent = ReActAgent(name="a", model=model, toolkit=[meet], hooks=[log])
+    alice_memory: list[Msg] = []
+    bob_memory: list[Msg] = []
+    alice_ctx = RuntimeContext(session_id="alice")
+    bob_ctx = RuntimeContext(session_id="bob")
+
+    alice_reply, bob_reply = await asyncio.gather(
+        agent.call("I am alice", memory=alice_memory, ctx=alice_ctx),
+        agent.call("I am bob", memory=bob_memory, ctx=bob_ctx),
+    )
+
+    assert alice_reply.text == "Hi Alice."
+    assert bob_reply.text == "Hi Bob."
+    assert [m.text or m.tool_results[0].text if m.role == "tool" else m.text for m in alice_memory] == [
+        "I am alice",
+        "",
+        "met alice",
+        "Hi Alice.",
+    ]
+    assert [m.tool_results[0].text for m in bob_memory if m.role == "tool"] == ["met bob"]
+    assert [m.text for m in bob_memory if m.role != "tool"] == ["I am bob", "", "Hi Bob."]
+    assert agent.memory == []
+    for event in log.events:
+        expected = alice_memory if event.ctx is alice_ctx else bob_memory
+        assert event.memory is expected

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from harness.context import RuntimeContext
+from harness.kernel import Msg, ToolResultBlock, ToolUseBlock
+from harness.session import SessionStore, drop_unanswered_tail
+from harness.workspace import WorkspaceManager
+
+
+def store(workspace: Path) -> SessionStore:
+    return SessionStore(WorkspaceManager(workspace), "bot")
+
+
+CTX = RuntimeContext(session_id="s1")
+
+
+def msgs(*texts: str) -> list[Msg]:
+    return [Msg(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in enumerate(texts)]
+
+
+async def test_new_session_loads_empty(workspace: Path) -> None:
+    assert await store(workspace).load(CTX) == []
+
+
+async def test_round_trip_and_location(workspace: Path) -> None:
+    s = store(workspace)
+    history = msgs("hi", "hello")
+    await s.save(CTX, history)
+    path = workspace / "agents" / "bot" / "context" / "s1" / "messages.jsonl"
+    assert s.path(CTX) == path.resolve()
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [m.id for m in history]
+    assert await s.load(CTX) == history
+
+
+async def test_growth_is_appended_change_is_rewritten(workspace: Path) -> None:
+    s = store(workspace)
+    history = msgs("a", "b")
+    await s.save(CTX, history)
+    path = s.path(CTX)
+    inode = path.stat().st_ino
+    history += msgs("c", "d")
+    await s.save(CTX, history)
+    assert path.stat().st_ino == inode  # appended in place
+    assert await s.load(CTX) == history
+    history[0] = history[0].model_copy(update={"content": msgs("A")[0].content})
+    await s.save(CTX, history)
+    assert path.stat().st_ino != inode  # atomically replaced
+    assert await s.load(CTX) == history
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+async def test_shrinking_rewrites(workspace: Path) -> None:
+    s = store(workspace)
+    history = msgs("a", "b", "c")
+    await s.save(CTX, history)
+    await s.save(CTX, history[:1])
+    assert await s.load(CTX) == history[:1]
+
+
+async def test_corrupt_line_is_skipped_with_file_and_line(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    s = store(workspace)
+    history = msgs("a", "b", "c")
+    await s.save(CTX, history)
+    path = s.path(CTX)
+    lines = path.read_text().splitlines()
+    lines[1] = '{"role": "assistant", "content": [{"type": "te'
+    path.write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING):
+        loaded = await s.load(CTX)
+    assert loaded == [history[0], history[2]]
+    assert f"{path}:2: skipped a corrupt session line" in caplog.text
+    await s.save(CTX, loaded)
+    assert await s.load(CTX) == loaded
+    assert len(path.read_text().splitlines()) == 2
+
+
+async def test_torn_last_line_is_replaced_on_next_save(workspace: Path) -> None:
+    s = store(workspace)
+    history = msgs("a", "b")
+    await s.save(CTX, history)
+    path = s.path(CTX)
+    with path.open("a") as handle:
+        handle.write('{"id": "half')
+    loaded = await s.load(CTX)
+    assert loaded == history
+    loaded += msgs("c")
+    await s.save(CTX, loaded)
+    assert await s.load(CTX) == loaded
+
+
+async def test_users_and_sessions_are_separate(workspace: Path) -> None:
+    s = store(workspace)
+    alice = RuntimeContext(session_id="s1", user_id="alice")
+    bob = RuntimeContext(session_id="s1", user_id="bob")
+    await s.save(alice, msgs("alice here"))
+    await s.save(bob, msgs("bob here"))
+    await s.save(RuntimeContext(session_id="s2", user_id="alice"), msgs("other session"))
+    assert [m.text for m in await s.load(alice)] == ["alice here"]
+    assert [m.text for m in await s.load(bob)] == ["bob here"]
+    assert s.path(alice).is_relative_to((workspace / "users" / "alice").resolve())
+
+
+async def test_odd_session_ids_stay_inside(workspace: Path) -> None:
+    s = store(workspace)
+    ctx = RuntimeContext(session_id="../../escape")
+    await s.save(ctx, msgs("x"))
+    assert s.path(ctx).is_relative_to(workspace.resolve() / "agents" / "bot" / "context")
+    assert await s.load(ctx) == await s.load(RuntimeContext(session_id="../../escape"))
+
+
+async def test_concurrent_saves_leave_a_whole_file(workspace: Path) -> None:
+    s = store(workspace)
+    base = msgs("a", "b")
+    versions = [base + msgs(f"turn {i}") for i in range(20)]
+    await asyncio.gather(*(s.save(CTX, v) for v in versions))
+    loaded = await s.load(CTX)
+    assert loaded in versions
+
+
+def test_session_id_is_required(workspace: Path) -> None:
+    with pytest.raises(ValueError, match="session id"):
+        store(workspace).path(RuntimeContext())
+
+
+def _call(*ids: str) -> Msg:
+    return Msg(role="assistant", content=[ToolUseBlock(id=i, name="t") for i in ids])
+
+
+def _result(call_id: str) -> Msg:
+    return Msg.tool_result(ToolResultBlock(id=call_id, name="t", output="ok"))
+
+
+def test_drop_unanswered_tail() -> None:
+    user = Msg(role="user", content="go")
+    done = [user, _call("1"), _result("1")]
+    assert drop_unanswered_tail(done) == done
+    assert drop_unanswered_tail([user, _call("1", "2"), _result("1")]) == [user]
+    assert drop_unanswered_tail([*done, _call("3")]) == done
+    reply = Msg(role="assistant", content="fine")
+    assert drop_unanswered_tail([*done, reply]) == [*done, reply]
+    assert drop_unanswered_tail([user]) == [user]
+    assert drop_unanswered_tail([]) == []

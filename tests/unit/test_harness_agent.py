@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from harness import AgentInterrupted, HarnessAgent, Hook, Msg, RuntimeContext, ScriptExhaustedError
+from harness.hooks import AgentTraceHook, SessionPersistenceHook, WorkspaceContextHook
+from harness.kernel import ChatChunk, ChatResponse, Event, PreCall, Reply, TextBlock, TextDelta, ToolSchema
+from harness.models import ScriptedChatModel
+
+
+class EchoModel:
+    """Answers 'echo: <last user text>', after every call in flight has started (a barrier)."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.all_in = asyncio.Event()
+        self.requests: list[list[Msg]] = []
+
+    @property
+    def model_name(self) -> str:
+        return "echo"
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        self.requests.append(list(messages))
+        self.arrived += 1
+        if self.arrived >= self.parties:
+            self.all_in.set()
+        await asyncio.wait_for(self.all_in.wait(), timeout=5)
+        last = next(m.text for m in reversed(messages) if m.role == "user")
+        yield ChatResponse(content=[TextBlock(text=f"echo: {last}")])
+
+
+def saved_texts(workspace: Path, rel: str) -> list[str]:
+    path = workspace / rel / "messages.jsonl"
+    return [Msg.model_validate_json(line).text for line in path.read_text().splitlines()]
+
+
+async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -> None:
+    model = EchoModel(parties=2)
+    agent = HarnessAgent(model=model, workspace=workspace)
+    alice = RuntimeContext(session_id="s-a", user_id="alice")
+    bob = RuntimeContext(session_id="s-b", user_id="bob")
+    replies = await asyncio.gather(agent.call("I am alice", ctx=alice), agent.call("I am bob", ctx=bob))
+    assert [r.text for r in replies] == ["echo: I am alice", "echo: I am bob"]
+    assert saved_texts(workspace, "users/alice/agents/harness/context/s-a") == ["I am alice", "echo: I am alice"]
+    assert saved_texts(workspace, "users/bob/agents/harness/context/s-b") == ["I am bob", "echo: I am bob"]
+    # each request carried its own user's context and nothing of the other's conversation
+    for request in model.requests:
+        system = request[0].content[-1].text  # type: ignore[union-attr]
+        user = "alice" if "I am alice" in request[-1].text else "bob"
+        other = "bob" if user == "alice" else "alice"
+        assert f"User ID: {user}" in system
+        assert f"I am {other}" not in json.dumps([m.model_dump(mode="json") for m in request])
+
+
+async def test_calls_on_one_session_are_serialized_and_both_kept(workspace: Path) -> None:
+    model = ScriptedChatModel([{"text": "first answer"}, {"text": "second answer"}])
+    agent = HarnessAgent(model=model, workspace=workspace)
+    ctx = RuntimeContext(session_id="shared")
+    await asyncio.gather(agent.call("one", ctx=ctx), agent.call("two", ctx=ctx))
+    texts = saved_texts(workspace, "agents/harness/context/shared")
+    assert texts == ["one", "first answer", "two", "second answer"]
+    assert len(model.requests[1]) == 4  # system + the whole first turn + the new question
+
+
+async def test_session_restored_by_a_new_agent(workspace: Path) -> None:
+    ctx = RuntimeContext(session_id="s1")
+    await HarnessAgent(model=ScriptedChatModel([{"text": "A1"}]), workspace=workspace).call("Q1", ctx=ctx)
+    model = ScriptedChatModel([{"text": "A2"}])
+    await HarnessAgent(model=model, workspace=workspace).call("Q2", ctx=ctx)
+    assert [m.text for m in model.requests[0][1:]] == ["Q1", "A1", "Q2"]
+
+
+async def test_default_session_and_context_reach_hooks(workspace: Path) -> None:
+    seen: list[RuntimeContext] = []
+
+    class Spy(Hook):
+        events: ClassVar[tuple[type[Event], ...]] = (PreCall,)
+
+        async def on_event(self, event: Event) -> None:
+            seen.append(event.ctx)
+
+    agent = HarnessAgent(model=ScriptedChatModel([{"text": "x", "repeat": True}]), workspace=workspace, hooks=[Spy()])
+    await agent.call("hi")
+    await agent.call("hi", ctx=RuntimeContext(user_id="u", extra={"tenant": "t1"}))
+    assert [(c.session_id, c.user_id) for c in seen] == [("default", None), ("default", "u")]
+    assert seen[1].get("tenant") == "t1"
+
+
+def test_hook_chain_order(workspace: Path) -> None:
+    class Mine(Hook):
+        pass
+
+    mine = Mine()
+    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, hooks=[mine])
+    kinds = [type(h) for h in agent.delegate.hooks.hooks]
+    assert kinds == [AgentTraceHook, Mine, WorkspaceContextHook, SessionPersistenceHook]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 100, 900, 900]
+
+
+def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
+    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, trace=False, workspace_context=None)
+    assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
+
+
+async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_WORKSPACE", str(tmp_path / "envws"))
+    agent = HarnessAgent(model=ScriptedChatModel([{"text": "x"}]))
+    assert agent.workspace.root == tmp_path / "envws"
+    await agent.call("hi")
+    assert (tmp_path / "envws" / "agents" / "harness" / "context" / "default" / "messages.jsonl").exists()
+    monkeypatch.delenv("HARNESS_WORKSPACE")
+    monkeypatch.chdir(tmp_path)
+    assert HarnessAgent(model=ScriptedChatModel([])).workspace.root == tmp_path / ".harness" / "workspace"
+
+
+async def test_model_spec_string(workspace: Path, tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"text": "from the file"}]}))
+    async with HarnessAgent(model=f"scripted:{script}", workspace=workspace) as agent:
+        assert (await agent.call("hi")).text == "from the file"
+
+
+async def test_failed_call_keeps_the_accepted_user_turn(workspace: Path) -> None:
+    model = ScriptedChatModel([{"match": "^never$", "text": "x"}])
+    agent = HarnessAgent(model=model, workspace=workspace)
+    with pytest.raises(ScriptExhaustedError):
+        await agent.call("please remember this question")
+    assert saved_texts(workspace, "agents/harness/context/default") == ["please remember this question"]
+
+
+async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace: Path) -> None:
+    started = asyncio.Event()
+
+    async def slow() -> str:
+        """Take a long time."""
+        started.set()
+        await asyncio.sleep(30)
+        return "late"
+
+    model = ScriptedChatModel([{"text": "earlier"}, {"tool_calls": [{"name": "slow", "input": {}}]}, {"text": "after"}])
+    agent = HarnessAgent(model=model, workspace=workspace, tools=[slow])
+    ctx = RuntimeContext(session_id="s")
+    await agent.call("first", ctx=ctx)
+    task = asyncio.create_task(agent.call("second", ctx=ctx))
+    await started.wait()
+    agent.interrupt()
+    with pytest.raises(AgentInterrupted):
+        await task
+    saved = await agent.sessions.load(ctx)
+    assert [(m.role, m.text) for m in saved] == [("user", "first"), ("assistant", "earlier"), ("user", "second")]
+    assert (await agent.call("third", ctx=ctx)).text == "after"
+    assert [m.role for m in model.requests[-1]] == ["system", "user", "assistant", "user", "user"]
+
+
+async def test_stream_yields_deltas_and_persists(workspace: Path) -> None:
+    agent = HarnessAgent(model=ScriptedChatModel([{"text": "two words"}]), workspace=workspace)
+    items = [item async for item in agent.stream("hi", ctx=RuntimeContext(session_id="st"))]
+    assert [i.text for i in items if isinstance(i, TextDelta)] == ["two ", "words"]
+    assert isinstance(items[-1], Reply)
+    assert items[-1].message.text == "two words"
+    assert saved_texts(workspace, "agents/harness/context/st") == ["hi", "two words"]
+
+
+async def test_save_failure_after_success_is_logged_not_raised(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = HarnessAgent(model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace)
+
+    def broken(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(agent.sessions, "_save", broken)
+    with caplog.at_level(logging.ERROR):
+        reply = await agent.call("hi")
+    assert reply.text == "fine"
+    assert "could not save session 'default' of agent 'harness': disk full" in caplog.text
+
+
+async def test_save_failure_after_error_is_noted_on_the_error(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace)
+
+    def broken(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(agent.sessions, "_save", broken)
+    with pytest.raises(ScriptExhaustedError) as info:
+        await agent.call("hi")
+    assert "the session could not be saved: disk full" in (info.value.__notes__ or [])
+
+
+async def test_trace_hook_logs_one_line_per_event(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    agent = HarnessAgent(model=ScriptedChatModel([{"text": "hello there"}]), workspace=workspace)
+    with caplog.at_level(logging.INFO, logger="harness.trace"):
+        await agent.call("hi", ctx=RuntimeContext(session_id="t1", user_id="ann"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.trace"]
+    assert [line.split()[1] for line in lines] == ["PreCall", "PreReasoning", "PostReasoning", "PostCall"]
+    assert all(line.startswith("[harness] ") and "session=t1 user=ann" in line for line in lines)
+    assert "model=scripted" in lines[2]
+    assert all("\n" not in line for line in lines)
