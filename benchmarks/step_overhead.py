@@ -80,7 +80,9 @@ def history() -> list[Msg]:
 def prepare_workspace(root: Path) -> None:
     (root / "knowledge").mkdir(parents=True)
     (root / "AGENTS.md").write_text("# Persona\nYou are a careful assistant.\n" * 20)
-    (root / "MEMORY.md").write_text("".join(f"- fact {i}: the user likes item {i}\n" for i in range(200)))
+    (root / "MEMORY.md").write_text(
+        "".join(f"- fact {i}: the user likes item {i}\n" for i in range(200))
+    )
     (root / "knowledge" / "KNOWLEDGE.md").write_text("Domain glossary.\n" * 50)
     for i in range(20):
         (root / "knowledge" / f"doc{i}.md").write_text("x")
@@ -117,7 +119,9 @@ async def measure(calls: int) -> tuple[list[float], list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=100, help="calls of ten steps each")
     args = parser.parse_args()
     bare_ms, harness_ms = asyncio.run(measure(args.calls))

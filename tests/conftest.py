@@ -15,7 +15,9 @@ _ENV = (
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """No test reads the developer's keys, model or workspace, or writes to their home."""
     for name in _ENV:
         monkeypatch.delenv(name, raising=False)

@@ -19,12 +19,22 @@ from typing import Any, Final, Self
 
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.hooks import (
+    DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
     SessionPersistenceHook,
     WorkspaceContextConfig,
     WorkspaceContextHook,
 )
-from harness.kernel import DEFAULT_MAX_ITERS, ChatModel, Hook, Msg, ReActAgent, StreamItem, Tool, Toolkit
+from harness.kernel import (
+    DEFAULT_MAX_ITERS,
+    ChatModel,
+    Hook,
+    Msg,
+    ReActAgent,
+    StreamItem,
+    Tool,
+    Toolkit,
+)
 from harness.models import resolve_model
 from harness.session import SessionStore
 from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
@@ -69,7 +79,7 @@ class HarnessAgent:
         tools: Toolkit | Iterable[Callable[..., Any] | Tool] = (),
         hooks: Iterable[Hook] = (),
         max_iters: int = DEFAULT_MAX_ITERS,
-        workspace_context: WorkspaceContextConfig | None = WorkspaceContextConfig(),
+        workspace_context: WorkspaceContextConfig | None = DEFAULT_WORKSPACE_CONTEXT,
         filesystem: WorkspaceFilesystem | None = None,
         trace: bool = True,
     ) -> None:
@@ -88,7 +98,9 @@ class HarnessAgent:
         chain.extend(hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request
-            chain.append(WorkspaceContextHook(self.workspace, agent_name=name, config=workspace_context))
+            chain.append(
+                WorkspaceContextHook(self.workspace, agent_name=name, config=workspace_context)
+            )
         chain.append(SessionPersistenceHook(self.sessions))  # 900: snapshots the final state
 
         self.delegate = ReActAgent(

@@ -25,7 +25,7 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def assert_one_error_line(result: Result, code: int, *needles: str) -> str:
-    """The run failed with ``code``, printed nothing on stdout and one error line naming ``needles``."""
+    """Exit ``code``, nothing on stdout, one stderr line "error: ..." naming ``needles``."""
     assert result.returncode == code, result
     assert result.stdout == "", result
     assert len(result.stderr.splitlines()) == 1, result
@@ -166,7 +166,9 @@ def test_model_failure_exits_1_and_keeps_the_accepted_turn(cli: Cli, tmp_path: P
 def test_usage_error_exits_2_without_running(cli: Cli, tmp_path: Path) -> None:
     script = write_script(tmp_path / "script.json", [{"text": "unused"}], log="requests.jsonl")
 
-    result = cli.run("run", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "--no-such-option", "q")
+    result = cli.run(
+        "run", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "--no-such-option", "q"
+    )
 
     assert result.returncode == 2, result
     assert result.stdout == ""

@@ -1,4 +1,4 @@
-"""`harness run` end to end: sessions across processes, users, --json, env defaults, tools, trace."""
+"""`harness run` end to end: sessions across processes, users, --json, env defaults, tools."""
 
 from __future__ import annotations
 
@@ -138,7 +138,17 @@ def test_json_prints_one_object_describing_the_reply(cli: Cli, tmp_path: Path) -
     script = write_script(tmp_path / "script.json", [{"text": reply}])
 
     result = cli.run(
-        "run", "--json", "-s", "j1", "-u", "carol", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "q"
+        "run",
+        "--json",
+        "-s",
+        "j1",
+        "-u",
+        "carol",
+        "-w",
+        tmp_path / "ws",
+        "-m",
+        f"scripted:{script}",
+        "q",
     )
 
     assert result.returncode == 0, result
@@ -213,7 +223,13 @@ def test_harness_workspace_env_is_used_without_workspace_option(cli: Cli, tmp_pa
     workspace = tmp_path / "env-ws"
 
     result = cli.run(
-        "run", "-s", "e1", "-m", f"scripted:{script}", "hi", env={"HARNESS_WORKSPACE": str(workspace)}
+        "run",
+        "-s",
+        "e1",
+        "-m",
+        f"scripted:{script}",
+        "hi",
+        env={"HARNESS_WORKSPACE": str(workspace)},
     )
 
     assert (result.returncode, result.stdout) == (0, "ok\n"), result
@@ -264,7 +280,9 @@ def test_call_to_an_unknown_tool_goes_back_to_the_model(cli: Cli, tmp_path: Path
 def test_verbose_traces_on_stderr_only(cli: Cli, tmp_path: Path) -> None:
     script = write_script(tmp_path / "script.json", [{"text": "Traced reply."}])
 
-    result = cli.run("run", "--verbose", "-s", "v1", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "q")
+    result = cli.run(
+        "run", "--verbose", "-s", "v1", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "q"
+    )
 
     assert result.returncode == 0, result
     assert result.stdout == "Traced reply.\n"

@@ -11,7 +11,16 @@ import pytest
 
 from harness import AgentInterrupted, HarnessAgent, Hook, Msg, RuntimeContext, ScriptExhaustedError
 from harness.hooks import AgentTraceHook, SessionPersistenceHook, WorkspaceContextHook
-from harness.kernel import ChatChunk, ChatResponse, Event, PreCall, Reply, TextBlock, TextDelta, ToolSchema
+from harness.kernel import (
+    ChatChunk,
+    ChatResponse,
+    Event,
+    PreCall,
+    Reply,
+    TextBlock,
+    TextDelta,
+    ToolSchema,
+)
 from harness.models import ScriptedChatModel
 
 
@@ -50,10 +59,18 @@ async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -
     agent = HarnessAgent(model=model, workspace=workspace)
     alice = RuntimeContext(session_id="s-a", user_id="alice")
     bob = RuntimeContext(session_id="s-b", user_id="bob")
-    replies = await asyncio.gather(agent.call("I am alice", ctx=alice), agent.call("I am bob", ctx=bob))
+    replies = await asyncio.gather(
+        agent.call("I am alice", ctx=alice), agent.call("I am bob", ctx=bob)
+    )
     assert [r.text for r in replies] == ["echo: I am alice", "echo: I am bob"]
-    assert saved_texts(workspace, "users/alice/agents/harness/context/s-a") == ["I am alice", "echo: I am alice"]
-    assert saved_texts(workspace, "users/bob/agents/harness/context/s-b") == ["I am bob", "echo: I am bob"]
+    assert saved_texts(workspace, "users/alice/agents/harness/context/s-a") == [
+        "I am alice",
+        "echo: I am alice",
+    ]
+    assert saved_texts(workspace, "users/bob/agents/harness/context/s-b") == [
+        "I am bob",
+        "echo: I am bob",
+    ]
     # each request carried its own user's context and nothing of the other's conversation
     for request in model.requests:
         system = request[0].content[-1].text  # type: ignore[union-attr]
@@ -75,7 +92,9 @@ async def test_calls_on_one_session_are_serialized_and_both_kept(workspace: Path
 
 async def test_session_restored_by_a_new_agent(workspace: Path) -> None:
     ctx = RuntimeContext(session_id="s1")
-    await HarnessAgent(model=ScriptedChatModel([{"text": "A1"}]), workspace=workspace).call("Q1", ctx=ctx)
+    await HarnessAgent(model=ScriptedChatModel([{"text": "A1"}]), workspace=workspace).call(
+        "Q1", ctx=ctx
+    )
     model = ScriptedChatModel([{"text": "A2"}])
     await HarnessAgent(model=model, workspace=workspace).call("Q2", ctx=ctx)
     assert [m.text for m in model.requests[0][1:]] == ["Q1", "A1", "Q2"]
@@ -90,7 +109,9 @@ async def test_default_session_and_context_reach_hooks(workspace: Path) -> None:
         async def on_event(self, event: Event) -> None:
             seen.append(event.ctx)
 
-    agent = HarnessAgent(model=ScriptedChatModel([{"text": "x", "repeat": True}]), workspace=workspace, hooks=[Spy()])
+    agent = HarnessAgent(
+        model=ScriptedChatModel([{"text": "x", "repeat": True}]), workspace=workspace, hooks=[Spy()]
+    )
     await agent.call("hi")
     await agent.call("hi", ctx=RuntimeContext(user_id="u", extra={"tenant": "t1"}))
     assert [(c.session_id, c.user_id) for c in seen] == [("default", None), ("default", "u")]
@@ -109,7 +130,9 @@ def test_hook_chain_order(workspace: Path) -> None:
 
 
 def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
-    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, trace=False, workspace_context=None)
+    agent = HarnessAgent(
+        model=ScriptedChatModel([]), workspace=workspace, trace=False, workspace_context=None
+    )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
 
 
@@ -118,10 +141,15 @@ async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.Mo
     agent = HarnessAgent(model=ScriptedChatModel([{"text": "x"}]))
     assert agent.workspace.root == tmp_path / "envws"
     await agent.call("hi")
-    assert (tmp_path / "envws" / "agents" / "harness" / "context" / "default" / "messages.jsonl").exists()
+    assert (
+        tmp_path / "envws" / "agents" / "harness" / "context" / "default" / "messages.jsonl"
+    ).exists()
     monkeypatch.delenv("HARNESS_WORKSPACE")
     monkeypatch.chdir(tmp_path)
-    assert HarnessAgent(model=ScriptedChatModel([])).workspace.root == tmp_path / ".harness" / "workspace"
+    assert (
+        HarnessAgent(model=ScriptedChatModel([])).workspace.root
+        == tmp_path / ".harness" / "workspace"
+    )
 
 
 async def test_model_spec_string(workspace: Path, tmp_path: Path) -> None:
@@ -136,7 +164,9 @@ async def test_failed_call_keeps_the_accepted_user_turn(workspace: Path) -> None
     agent = HarnessAgent(model=model, workspace=workspace)
     with pytest.raises(ScriptExhaustedError):
         await agent.call("please remember this question")
-    assert saved_texts(workspace, "agents/harness/context/default") == ["please remember this question"]
+    assert saved_texts(workspace, "agents/harness/context/default") == [
+        "please remember this question"
+    ]
 
 
 async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace: Path) -> None:
@@ -148,7 +178,9 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
         await asyncio.sleep(30)
         return "late"
 
-    model = ScriptedChatModel([{"text": "earlier"}, {"tool_calls": [{"name": "slow", "input": {}}]}, {"text": "after"}])
+    model = ScriptedChatModel(
+        [{"text": "earlier"}, {"tool_calls": [{"name": "slow", "input": {}}]}, {"text": "after"}]
+    )
     agent = HarnessAgent(model=model, workspace=workspace, tools=[slow])
     ctx = RuntimeContext(session_id="s")
     await agent.call("first", ctx=ctx)
@@ -158,7 +190,11 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
     with pytest.raises(AgentInterrupted):
         await task
     saved = await agent.sessions.load(ctx)
-    assert [(m.role, m.text) for m in saved] == [("user", "first"), ("assistant", "earlier"), ("user", "second")]
+    assert [(m.role, m.text) for m in saved] == [
+        ("user", "first"),
+        ("assistant", "earlier"),
+        ("user", "second"),
+    ]
     assert (await agent.call("third", ctx=ctx)).text == "after"
     assert [m.role for m in model.requests[-1]] == ["system", "user", "assistant", "user", "user"]
 
@@ -187,7 +223,9 @@ async def test_save_failure_after_success_is_logged_not_raised(
     assert "could not save session 'default' of agent 'harness': disk full" in caplog.text
 
 
-async def test_save_failure_after_error_is_noted_on_the_error(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_save_failure_after_error_is_noted_on_the_error(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace)
 
     def broken(*args: object) -> None:
@@ -199,12 +237,19 @@ async def test_save_failure_after_error_is_noted_on_the_error(workspace: Path, m
     assert "the session could not be saved: disk full" in (info.value.__notes__ or [])
 
 
-async def test_trace_hook_logs_one_line_per_event(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_trace_hook_logs_one_line_per_event(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     agent = HarnessAgent(model=ScriptedChatModel([{"text": "hello there"}]), workspace=workspace)
     with caplog.at_level(logging.INFO, logger="harness.trace"):
         await agent.call("hi", ctx=RuntimeContext(session_id="t1", user_id="ann"))
     lines = [r.getMessage() for r in caplog.records if r.name == "harness.trace"]
-    assert [line.split()[1] for line in lines] == ["PreCall", "PreReasoning", "PostReasoning", "PostCall"]
+    assert [line.split()[1] for line in lines] == [
+        "PreCall",
+        "PreReasoning",
+        "PostReasoning",
+        "PostCall",
+    ]
     assert all(line.startswith("[harness] ") and "session=t1 user=ann" in line for line in lines)
     assert "model=scripted" in lines[2]
     assert all("\n" not in line for line in lines)

@@ -46,7 +46,7 @@ DEMO_SCRIPT = {
         {"match": "(?i)what did i ask", "text": "You asked how far a marathon is: 42.2 km."},
     ],
 }
-"""The tour's script: a tool call, its answer, and an answer that depends on the restored session."""
+"""The tour's script: a tool call, its answer, and an answer that needs the restored session."""
 
 
 def convert_miles(miles: float) -> str:
@@ -78,11 +78,17 @@ async def run_demo(workspace: Path | None) -> Path:
     question = "How far is a marathon?"
     reply = await first.call(question, ctx=ctx)
     request = model.requests[0]
-    system = request[0].content[-1].text if request and request[0].role == "system" else ""
-    out.print(Panel(f"[bold]you:[/bold] {question}\n[bold]guide:[/bold] {reply.text}", title="1. A call with a tool"))
+    system = request[0].text if request and request[0].role == "system" else ""
+    out.print(
+        Panel(
+            f"[bold]you:[/bold] {question}\n[bold]guide:[/bold] {reply.text}",
+            title="1. A call with a tool",
+        )
+    )
     tool_calls = [block for m in await first.sessions.load(ctx) for block in m.tool_uses]
     out.print(
-        f"  The model called {tool_calls[0].name}({json.dumps(tool_calls[0].input)}); the tool's result "
+        f"  The model called {tool_calls[0].name}({json.dumps(tool_calls[0].input)}); "
+        "the tool's result "
         "went back to it and it answered.",
         highlight=False,
     )
@@ -100,7 +106,12 @@ async def run_demo(workspace: Path | None) -> Path:
     follow_up = "What did I ask you before?"
     reply = await second.call(follow_up, ctx=ctx)
     restored = len(model.requests[-1]) - 2  # minus the system message and the new question
-    out.print(Panel(f"[bold]you:[/bold] {follow_up}\n[bold]guide:[/bold] {reply.text}", title="2. The session, restored"))
+    out.print(
+        Panel(
+            f"[bold]you:[/bold] {follow_up}\n[bold]guide:[/bold] {reply.text}",
+            title="2. The session, restored",
+        )
+    )
     out.print(
         f"  A fresh agent restored {restored} earlier messages of session 'tour' from disk.\n",
         highlight=False,
@@ -126,5 +137,7 @@ def _prepare(root: Path) -> None:
     init_workspace(root)
     (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
     (root / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
-    (root / "demo-script.json").write_text(json.dumps(DEMO_SCRIPT, indent=2) + "\n", encoding="utf-8")
+    (root / "demo-script.json").write_text(
+        json.dumps(DEMO_SCRIPT, indent=2) + "\n", encoding="utf-8"
+    )
     (root / "demo-requests.jsonl").unlink(missing_ok=True)

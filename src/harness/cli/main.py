@@ -56,7 +56,9 @@ ModelOpt = Annotated[
         show_default="$HARNESS_MODEL",
     ),
 ]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")
+]
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -143,14 +145,16 @@ def chat(
     model: ModelOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Chat interactively with streaming replies. /session shows or switches the session; /exit quits."""
+    """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits."""
     setup_logging(verbose)
     run_async(_chat(workspace, session, user, model))
 
 
 async def _chat(workspace: Path | None, session: str, user: str | None, model: str | None) -> None:
     async with build_agent(workspace, model) as agent:
-        err.print(f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False)
+        err.print(
+            f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False
+        )
         while True:
             try:
                 line = await asyncio.to_thread(out.input, "[bold green]you>[/bold green] ")
@@ -172,7 +176,10 @@ async def _chat(workspace: Path | None, session: str, user: str | None, model: s
                 if isinstance(item, TextDelta):
                     out.print(item.text, end="", markup=False, highlight=False)
                 elif isinstance(item, ToolStarted):
-                    err.print(f"[dim]-> {item.call.name}({json.dumps(item.call.input)})[/dim]", highlight=False)
+                    err.print(
+                        f"[dim]-> {item.call.name}({json.dumps(item.call.input)})[/dim]",
+                        highlight=False,
+                    )
                 elif isinstance(item, ToolFinished):
                     status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
                     err.print(f"[dim]<- {item.result.name}: {status}[/dim]", highlight=False)

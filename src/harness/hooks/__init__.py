@@ -4,12 +4,16 @@ from harness.hooks.session_persistence import SessionPersistenceHook
 from harness.hooks.trace import AgentTraceHook
 from harness.hooks.workspace_context import (
     DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_REFRESH_SECONDS,
+    DEFAULT_WORKSPACE_CONTEXT,
     WorkspaceContextConfig,
     WorkspaceContextHook,
 )
 
 __all__ = [
     "DEFAULT_MAX_CONTEXT_TOKENS",
+    "DEFAULT_REFRESH_SECONDS",
+    "DEFAULT_WORKSPACE_CONTEXT",
     "AgentTraceHook",
     "SessionPersistenceHook",
     "WorkspaceContextConfig",

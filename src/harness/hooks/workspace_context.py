@@ -37,6 +37,8 @@ from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD,
 
 __all__ = [
     "DEFAULT_MAX_CONTEXT_TOKENS",
+    "DEFAULT_REFRESH_SECONDS",
+    "DEFAULT_WORKSPACE_CONTEXT",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",
     "inject_section",
@@ -83,6 +85,10 @@ class WorkspaceContextConfig:
         if self.refresh_seconds < 0:
             msg = f"refresh_seconds must be zero or more, got {self.refresh_seconds}"
             raise ValueError(msg)
+
+
+DEFAULT_WORKSPACE_CONTEXT: Final = WorkspaceContextConfig()
+"""The workspace section with every default."""
 
 
 def _clean(text: str) -> str:
@@ -151,8 +157,7 @@ def _guidance(root: str, tools: AbstractSet[str], extra_files: Sequence[str]) ->
         )
     injected = ", ".join(["AGENTS.md", "MEMORY.md", "knowledge/KNOWLEDGE.md", *extra_files])
     parts.append(
-        "## Workspace\n"
-        f"Your workspace is {root}. Follow the persona and rules of AGENTS.md."
+        f"## Workspace\nYour workspace is {root}. Follow the persona and rules of AGENTS.md."
     )
     parts.append(
         "## Workspace Files (Injected)\n"
@@ -224,7 +229,11 @@ class WorkspaceContextHook(Hook):
         files = await self.workspace.read_first(paths, user_id)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
         texts = {path: _clean(entry.text) for path, entry in files.items()}
-        if cached is not None and cached.texts == texts and cached.knowledge_files == tuple(listing):
+        if (
+            cached is not None
+            and cached.texts == texts
+            and cached.knowledge_files == tuple(listing)
+        ):
             version = cached.version  # unchanged: rendered sections stay valid
         else:
             version = next(self._versions)
@@ -266,7 +275,9 @@ class WorkspaceContextHook(Hook):
             hidden = len(knowledge_files) - len(listed)
             if hidden > 0:
                 listed.append(f"- ... and {hidden} more (use glob_files or list_files)")
-            knowledge = (knowledge + "\n\n" if knowledge else "") + "Knowledge files:\n" + "\n".join(listed)
+            knowledge = (
+                (knowledge + "\n\n" if knowledge else "") + "Knowledge files:\n" + "\n".join(listed)
+            )
         extra = [path for path in self.config.context_files if text.get(path)]
         guidance = _guidance(root, tools, extra)
         head = [
@@ -314,5 +325,3 @@ def _remember(cache: dict[K, V], key: K, value: V) -> None:
     cache[key] = value
     if len(cache) > _CACHE_ENTRIES:
         del cache[next(iter(cache))]
-
-

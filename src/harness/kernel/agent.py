@@ -174,7 +174,9 @@ class ReActAgent:
         self._running.add(task)
         try:
             memory.extend(inputs)
-            await self.hooks.dispatch(PreCall(ctx=ctx, agent=self.name, memory=memory, inputs=inputs))
+            await self.hooks.dispatch(
+                PreCall(ctx=ctx, agent=self.name, memory=memory, inputs=inputs)
+            )
             reply = await self._loop(ctx, memory, emit)
             post = PostCall(ctx=ctx, agent=self.name, memory=memory, reply=reply)
             await self.hooks.dispatch(post)
@@ -278,7 +280,9 @@ class ReActAgent:
     async def _act(
         self, ctx: RuntimeContext, memory: list[Msg], call: ToolUseBlock, emit: Emit | None
     ) -> Msg:
-        await self.hooks.dispatch(PreActing(ctx=ctx, agent=self.name, memory=memory, tool_call=call))
+        await self.hooks.dispatch(
+            PreActing(ctx=ctx, agent=self.name, memory=memory, tool_call=call)
+        )
         if emit is not None:
             emit(ToolStarted(call))
         started = time.perf_counter()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -116,6 +116,19 @@ class Msg(BaseModel):
     name: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: datetime = Field(default_factory=_now)
+
+    if TYPE_CHECKING:
+        # Tell type checkers that ``content`` also accepts a plain string (see the validator).
+        def __init__(
+            self,
+            *,
+            role: Role,
+            content: str | Sequence[ContentBlock] = ...,
+            id: str = ...,
+            name: str | None = ...,
+            metadata: dict[str, Any] = ...,
+            timestamp: datetime = ...,
+        ) -> None: ...
 
     @field_validator("content", mode="before")
     @classmethod

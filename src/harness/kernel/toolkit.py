@@ -133,9 +133,7 @@ class Tool:
                 if param.default is None:
                     annotation = _strip_none(annotation) | None
                 fields[param.name] = (annotation, Field(default=param.default, description=doc))
-        model = create_model(  # type: ignore[call-overload]
-            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
         parameters = _clean_schema(model.model_json_schema())
         for prop_name, prop in parameters.get("properties", {}).items():
             if fields[prop_name][1].default is None and "anyOf" in prop:
@@ -185,7 +183,11 @@ def _to_output(value: Any) -> str | list[TextBlock | ImageBlock]:
         return "(no output)"
     if isinstance(value, TextBlock | ImageBlock):
         return [value]
-    if isinstance(value, list) and value and all(isinstance(v, TextBlock | ImageBlock) for v in value):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, TextBlock | ImageBlock) for v in value)
+    ):
         return list(value)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
@@ -208,8 +210,12 @@ class Toolkit:
         name: str | None = None,
         description: str | None = None,
     ) -> Tool:
-        """Add a function (or a prepared :class:`Tool`); a second tool of the same name is an error."""
-        tool = func if isinstance(func, Tool) else Tool.from_function(func, name=name, description=description)
+        """Add a function or a prepared :class:`Tool`; a second tool of one name is an error."""
+        tool = (
+            func
+            if isinstance(func, Tool)
+            else Tool.from_function(func, name=name, description=description)
+        )
         if tool.name in self._tools:
             msg = f"a tool named {tool.name!r} is already registered"
             raise ValueError(msg)

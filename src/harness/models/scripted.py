@@ -124,7 +124,9 @@ class ScriptedChatModel:
     _ids: itertools.count[int] = field(default_factory=itertools.count, init=False)
 
     def __post_init__(self) -> None:
-        self.turns = [t if isinstance(t, ScriptTurn) else ScriptTurn.model_validate(t) for t in self.turns]
+        self.turns = [
+            t if isinstance(t, ScriptTurn) else ScriptTurn.model_validate(t) for t in self.turns
+        ]
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedChatModel:
@@ -174,7 +176,9 @@ class ScriptedChatModel:
                 yield ChatChunk(text=piece)
             content.append(TextBlock(text=turn.text))
         for call in turn.tool_calls:
-            content.append(ToolUseBlock(id=f"call_{next(self._ids)}", name=call.name, input=call.input))
+            content.append(
+                ToolUseBlock(id=f"call_{next(self._ids)}", name=call.name, input=call.input)
+            )
         usage = Usage(turn.usage.input_tokens, turn.usage.output_tokens) if turn.usage else None
         stop = "tool_use" if turn.tool_calls else "end_turn"
         yield ChatResponse(content=content, usage=usage, model=self.name, stop_reason=stop)

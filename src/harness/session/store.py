@@ -24,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Final
 
 from pydantic import ValidationError
@@ -131,7 +129,11 @@ class SessionStore:
     def _save(self, path: Path, messages: tuple[Msg, ...]) -> None:
         with self._locked(path):
             known = self._known.get(path)
-            if known is not None and known[0] == _file_id(path) and _starts_with(messages, known[1]):
+            if (
+                known is not None
+                and known[0] == _file_id(path)
+                and _starts_with(messages, known[1])
+            ):
                 new = messages[len(known[1]) :]
                 if new:
                     _append(path, _serialize(new))
@@ -168,7 +170,9 @@ def _file_id(path: Path) -> _FileId:
 
 
 def _starts_with(messages: tuple[Msg, ...], prefix: tuple[Msg, ...]) -> bool:
-    return len(messages) >= len(prefix) and all(a is b for a, b in zip(messages, prefix, strict=False))
+    return len(messages) >= len(prefix) and all(
+        a is b for a, b in zip(messages, prefix, strict=False)
+    )
 
 
 def _serialize(messages: Sequence[Msg]) -> bytes:
@@ -176,8 +180,11 @@ def _serialize(messages: Sequence[Msg]) -> bytes:
 
 
 def _append(path: Path, data: bytes) -> None:
-    """Append whole lines. No fsync: an append lost to a power cut loses only the newest turn,
-    and the next save notices the file changed and rewrites it."""
+    """Append whole lines.
+
+    No fsync: an append lost to a power cut loses only the newest turn, and the next save
+    notices that the file changed and rewrites it.
+    """
     try:
         with path.open("ab") as handle:
             handle.write(data)

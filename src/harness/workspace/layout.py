@@ -68,7 +68,7 @@ def safe_segment(name: str) -> str:
         segment = quote(name, safe="").replace(".", "%2E")
     if len(segment) > _MAX_SEGMENT:
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        segment = f"{segment[:_MAX_SEGMENT - 17]}-{digest}"
+        segment = f"{segment[: _MAX_SEGMENT - 17]}-{digest}"
     return segment
 
 
@@ -79,6 +79,5 @@ def user_prefix(user_id: str | None) -> str:
 
 def session_dir(agent: str, session_id: str, user_id: str | None = None) -> str:
     """The workspace-relative directory holding one session's saved conversation."""
-    return (
-        f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}/context/{safe_segment(session_id)}"
-    )
+    agent_dir = f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}"
+    return f"{agent_dir}/context/{safe_segment(session_id)}"

@@ -107,10 +107,14 @@ class WorkspaceManager:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            msg = f"cannot create workspace {self.root}: {exc.strerror or exc}; pass --workspace DIR"
+            msg = (
+                f"cannot create workspace {self.root}: {exc.strerror or exc}; pass --workspace DIR"
+            )
             raise WorkspaceError(msg) from exc
         if not os.access(self.root, os.R_OK | os.W_OK | os.X_OK):
-            msg = f"workspace {self.root} is not readable and writable by this user; fix its permissions"
+            msg = (
+                f"workspace {self.root} is not readable and writable by this user; fix permissions"
+            )
             raise WorkspaceError(msg)
 
     @staticmethod
@@ -119,7 +123,9 @@ class WorkspaceManager:
         rel = normalize(path)
         return [user_prefix(user_id) + rel, rel] if user_id else [rel]
 
-    async def read_first(self, paths: Sequence[str], user_id: str | None = None) -> dict[str, FileText]:
+    async def read_first(
+        self, paths: Sequence[str], user_id: str | None = None
+    ) -> dict[str, FileText]:
         """Read several files at once (one thread hop); absent files are left out.
 
         Each path is looked up in the user's namespace, then shared; in the backend, then locally.

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.workspace.layout import AGENTS_MD, KNOWLEDGE_MD, MEMORY_DIR, MEMORY_MD, SKILLS_DIR, SUBAGENTS_DIR
+from harness.workspace.layout import (
+    AGENTS_MD,
+    KNOWLEDGE_MD,
+    MEMORY_DIR,
+    MEMORY_MD,
+    SKILLS_DIR,
+    SUBAGENTS_DIR,
+)
 from harness.workspace.manager import atomic_write
 
 __all__ = ["SKELETON", "init_workspace"]

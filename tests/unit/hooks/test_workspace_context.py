@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from harness.workspace import WorkspaceManager
 
 
 def event(
-    ctx: RuntimeContext | None = None, tools: list[str] = (), messages: list[Msg] | None = None  # type: ignore[assignment]
+    ctx: RuntimeContext | None = None,
+    tools: Sequence[str] = (),
+    messages: list[Msg] | None = None,
 ) -> PreReasoning:
     return PreReasoning(
         ctx=ctx or RuntimeContext(session_id="s1"),
@@ -30,7 +33,9 @@ def event(
 
 def hook(workspace: Path, **config: object) -> WorkspaceContextHook:
     return WorkspaceContextHook(
-        WorkspaceManager(workspace), agent_name="bot", config=WorkspaceContextConfig(**config)  # type: ignore[arg-type]
+        WorkspaceManager(workspace),
+        agent_name="bot",
+        config=WorkspaceContextConfig(**config),  # type: ignore[arg-type]
     )
 
 
@@ -44,7 +49,9 @@ async def section_of(workspace: Path, ev: PreReasoning | None = None, **config: 
 
 async def test_session_context_section(workspace: Path) -> None:
     text = await section_of(
-        workspace, event(RuntimeContext(session_id="s9", user_id="ann")), environment="Deployment: test"
+        workspace,
+        event(RuntimeContext(session_id="s9", user_id="ann")),
+        environment="Deployment: test",
     )
     now = time.localtime()
     assert text.startswith("## Session Context\nThis is the bot agent, working in the workspace ")
@@ -84,7 +91,7 @@ async def test_appended_as_new_block_of_first_system_message(workspace: Path) ->
     await hook(workspace).on_event(ev)
     first = ev.messages[0]
     assert first.id == system.id
-    assert [b.text for b in first.content if isinstance(b, TextBlock)][0] == "BASE"
+    assert first.content[0] == TextBlock(text="BASE")
     assert len(first.content) == 2
     assert system.content == [TextBlock(text="BASE")]  # the original is not mutated
 
@@ -104,7 +111,11 @@ async def test_memory_is_cut_to_budget_with_a_notice(workspace: Path) -> None:
     memory = text[text.index("<memory_context>") : text.index("</memory_context>")]
     assert "- fact number 0000" in memory
     assert "- fact number 1999" not in memory
-    notice = re.search(r"\.\.\. \(memory truncated: showing (\d+) of (\d+) characters of MEMORY\.md: use memory_search for the rest\) \.\.\.", memory)
+    notice = re.search(
+        r"\.\.\. \(memory truncated: showing (\d+) of (\d+) characters of MEMORY\.md: "
+        r"use memory_search for the rest\) \.\.\.",
+        memory,
+    )
     assert notice is not None
     assert int(notice.group(2)) == len("\n".join(lines))
     # the whole section stays within the budget, give or take the notice and tags
@@ -132,7 +143,9 @@ async def test_guidance_follows_available_tools(workspace: Path) -> None:
     assert "## Domain Knowledge" in bare
     assert "## Memory Recall" not in bare
     assert "## Memory Persistence" not in bare
-    full = await section_of(workspace, event(tools=["memory_search", "memory_get", "edit_file", "read_file"]))
+    full = await section_of(
+        workspace, event(tools=["memory_search", "memory_get", "edit_file", "read_file"])
+    )
     assert "## Memory Recall" in full
     assert "memory_get" in full
     assert "## Memory Persistence" in full
@@ -167,7 +180,9 @@ async def test_writes_through_the_manager_are_seen_at_the_next_step(workspace: P
     model = ScriptedChatModel(
         [{"tool_calls": [{"name": "rewrite_persona", "input": {}}]}, {"text": "ok"}]
     )
-    agent = HarnessAgent(model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona])
+    agent = HarnessAgent(
+        model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona]
+    )
     await agent.call("go", ctx=RuntimeContext(session_id="s"))
     first, second = (request[0].content[-1].text for request in model.requests)  # type: ignore[union-attr]
     assert "version one" in first
@@ -202,7 +217,9 @@ async def test_refresh_zero_checks_every_step(workspace: Path) -> None:
         assert text in ev.messages[0].text
 
 
-async def test_unchanged_files_are_not_read_again(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unchanged_files_are_not_read_again(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (workspace / "AGENTS.md").write_text("persona")
     context = hook(workspace)
     reads: list[str] = []

@@ -34,7 +34,9 @@ async def test_round_trip_and_location(workspace: Path) -> None:
     await s.save(CTX, history)
     path = workspace / "agents" / "bot" / "context" / "s1" / "messages.jsonl"
     assert s.path(CTX) == path.resolve()
-    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [m.id for m in history]
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [
+        m.id for m in history
+    ]
     assert await s.load(CTX) == history
 
 
@@ -63,7 +65,9 @@ async def test_shrinking_rewrites(workspace: Path) -> None:
     assert await s.load(CTX) == history[:1]
 
 
-async def test_corrupt_line_is_skipped_with_file_and_line(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_corrupt_line_is_skipped_with_file_and_line(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     s = store(workspace)
     history = msgs("a", "b", "c")
     await s.save(CTX, history)
@@ -110,7 +114,8 @@ async def test_odd_session_ids_stay_inside(workspace: Path) -> None:
     s = store(workspace)
     ctx = RuntimeContext(session_id="../../escape")
     await s.save(ctx, msgs("x"))
-    assert s.path(ctx).is_relative_to(workspace.resolve() / "agents" / "bot" / "context")
+    context_dir = workspace.resolve() / "agents" / "bot" / "context"
+    assert s.path(ctx).is_relative_to(context_dir)
     assert await s.load(ctx) == await s.load(RuntimeContext(session_id="../../escape"))
 
 

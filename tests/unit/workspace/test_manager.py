@@ -67,7 +67,9 @@ async def test_changed_file_is_read_again_unchanged_is_cached(workspace: Path) -
     assert await manager.read_text("AGENTS.md") == "two"
 
 
-async def test_reads_run_off_the_event_loop_thread(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_reads_run_off_the_event_loop_thread(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (workspace / "AGENTS.md").write_text("x")
     manager = WorkspaceManager(workspace)
     threads: list[int] = []

@@ -28,7 +28,8 @@ def test_normalize_keeps_paths_inside(given: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "escaping", ["../secret.txt", "/../etc/passwd", "a/../../b", "..\\windows-escape.txt", "~/x", "~root/x"]
+    "escaping",
+    ["../secret.txt", "/../etc/passwd", "a/../../b", "..\\windows-escape.txt", "~/x", "~root/x"],
 )
 def test_normalize_rejects_escapes(escaping: str) -> None:
     with pytest.raises(PathOutsideWorkspace) as info:
