@@ -132,14 +132,10 @@ def test_chat_replies_and_switches_session(cli: Cli, tmp_path: Path) -> None:
     )
 
     assert result.returncode == 0, result
-    assert "Hi there!\n" in result.stdout
-    assert "Hello again.\n" in result.stdout
-    assert result.stdout.index("Hi there!") < result.stdout.index("Hello again.")
-    assert "session: default" in result.stderr_lines
-    assert "session: other" in result.stderr_lines
-    assert result.stderr_lines.index("session: default") < result.stderr_lines.index(
-        "session: other"
-    )
+    # replies alone on stdout; the "you> " prompts and notices go to stderr
+    assert result.stdout == "Hi there!\nHello again.\n"
+    notices = [line.replace("you> ", "") for line in result.stderr_lines]
+    assert notices.index("session: default") < notices.index("session: other")
     assert "error" not in result.stderr
     assert turns_of(read_session(workspace, "default")) == [
         ("user", "hello"),
@@ -152,6 +148,26 @@ def test_chat_replies_and_switches_session(cli: Cli, tmp_path: Path) -> None:
     # The switched-to session starts empty: "hello" is not sent with "hi".
     _, second = read_requests(tmp_path / "requests.jsonl")
     assert turns_of(second) == [("system", ""), ("user", "hi")]
+
+
+def test_chat_survives_a_failed_turn(cli: Cli, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "script.json", [{"match": "^second$", "text": "Still here."}])
+    workspace = tmp_path / "ws"
+
+    result = cli.run(
+        "chat", "-w", workspace, "-m", f"scripted:{script}", stdin="first\nsecond\n/exit\n"
+    )
+
+    assert result.returncode == 0, result
+    assert "Still here." in result.stdout
+    errors = [line for line in result.stderr_lines if "error:" in line]
+    assert len(errors) == 1
+    assert "ScriptExhaustedError" in errors[0]
+    assert turns_of(read_session(workspace, "default")) == [
+        ("user", "first"),
+        ("user", "second"),
+        ("assistant", "Still here."),
+    ]
 
 
 def test_chat_ends_cleanly_at_end_of_input(cli: Cli, tmp_path: Path) -> None:

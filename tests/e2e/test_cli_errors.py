@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,13 +122,38 @@ CONFIG_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("case", CONFIG_ERRORS.values(), ids=CONFIG_ERRORS.keys())
-def test_configuration_error_exits_2_with_one_line(cli: Cli, tmp_path: Path, case: Case) -> None:
-    result = cli.run(*case.args(tmp_path), env=case.env, stdin=case.stdin)
+@dataclass(frozen=True)
+class Outcome:
+    tmp: Path
+    result: Result
 
-    assert_one_error_line(result, 2, *case.needles(tmp_path))
+
+@pytest.fixture(scope="module")
+def config_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every case of CONFIG_ERRORS, each in its own directory, run side by side for speed."""
+    prepared: dict[str, tuple[Cli, Path, list[str | Path]]] = {}
+    for name, case in CONFIG_ERRORS.items():
+        tmp = tmp_path_factory.mktemp("config-error")
+        prepared[name] = (make_cli(tmp), tmp, case.args(tmp))
+
+    def run(name: str) -> Outcome:
+        cli, tmp, args = prepared[name]
+        case = CONFIG_ERRORS[name]
+        return Outcome(tmp, cli.run(*args, env=case.env, stdin=case.stdin))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(prepared, pool.map(run, prepared), strict=True))
+
+
+@pytest.mark.parametrize("name", CONFIG_ERRORS)
+def test_configuration_error_exits_2_with_one_line(
+    config_errors: dict[str, Outcome], name: str
+) -> None:
+    outcome = config_errors[name]
+
+    assert_one_error_line(outcome.result, 2, *CONFIG_ERRORS[name].needles(outcome.tmp))
     # Nothing was half-done: no conversation was saved anywhere.
-    assert not list(tmp_path.rglob("messages.jsonl"))
+    assert not list(outcome.tmp.rglob("messages.jsonl"))
 
 
 def test_unwritable_workspace_exits_2(cli: Cli, tmp_path: Path) -> None:
@@ -173,5 +199,20 @@ def test_usage_error_exits_2_without_running(cli: Cli, tmp_path: Path) -> None:
     assert result.returncode == 2, result
     assert result.stdout == ""
     assert "--no-such-option" in result.stderr
+    assert not (tmp_path / "requests.jsonl").exists()
+    assert not (tmp_path / "ws").exists()
+
+
+@pytest.mark.parametrize("option", ["--session", "--user"])
+def test_empty_id_is_a_usage_error(cli: Cli, tmp_path: Path, option: str) -> None:
+    script = write_script(tmp_path / "script.json", [{"text": "unused"}], log="requests.jsonl")
+
+    result = cli.run("run", "-w", tmp_path / "ws", "-m", f"scripted:{script}", option, "", "q")
+
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert "must not be empty" in result.stderr
+    assert "Traceback" not in result.stderr
     assert not (tmp_path / "requests.jsonl").exists()
     assert not (tmp_path / "ws").exists()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from rich.console import Console
-from rich.logging import RichHandler
 
 __all__ = ["err", "out", "setup_logging"]
 
@@ -17,8 +17,13 @@ err = Console(stderr=True)
 
 
 def setup_logging(verbose: bool) -> None:
-    """Warnings always reach stderr; ``--verbose`` adds the agent trace and other INFO lines."""
-    handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
+    """Warnings always reach stderr; ``--verbose`` adds the agent trace and other INFO lines.
+
+    Log records are written as plain lines (not wrapped to the terminal), one per event, so the
+    trace can be read by a person and by ``grep`` alike.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("harness")
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)

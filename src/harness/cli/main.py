@@ -45,8 +45,30 @@ WorkspaceOpt = Annotated[
         show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
     ),
 ]
-SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session to continue.")]
-UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="User the call acts for.")]
+
+
+def _not_empty(value: str | None) -> str | None:
+    """Reject an empty id as a usage error (RuntimeContext would raise a bare ValueError)."""
+    if value == "":
+        msg = "must not be empty"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def _not_blank(value: str) -> str:
+    """Reject a blank prompt: there is nothing to send, and providers reject empty messages."""
+    if not value.strip():
+        msg = "must not be blank"
+        raise typer.BadParameter(msg)
+    return value
+
+
+SessionOpt = Annotated[
+    str, typer.Option("--session", "-s", help="Session to continue.", callback=_not_empty)
+]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=_not_empty)
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -113,7 +135,7 @@ def init(
 
 @app.command()
 def run(
-    prompt: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent.", callback=_not_blank)],
     workspace: WorkspaceOpt = None,
     session: SessionOpt = "default",
     user: UserOpt = None,
@@ -125,7 +147,7 @@ def run(
     setup_logging(verbose)
 
     async def _run() -> tuple[str, str]:
-        async with build_agent(workspace, model) as agent:
+        async with await asyncio.to_thread(build_agent, workspace, model) as agent:
             reply = await agent.call(prompt, ctx=RuntimeContext(session_id=session, user_id=user))
             return reply.id, reply.text
 
@@ -151,14 +173,15 @@ def chat(
 
 
 async def _chat(workspace: Path | None, session: str, user: str | None, model: str | None) -> None:
-    async with build_agent(workspace, model) as agent:
+    async with await asyncio.to_thread(build_agent, workspace, model) as agent:
         err.print(
             f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False
         )
         while True:
             try:
-                line = await asyncio.to_thread(out.input, "[bold green]you>[/bold green] ")
+                line = await asyncio.to_thread(err.input, "[bold green]you>[/bold green] ")
             except EOFError:
+                err.print()
                 break
             text = line.strip()
             if not text:
@@ -171,20 +194,29 @@ async def _chat(workspace: Path | None, session: str, user: str | None, model: s
                     session = name
                 err.print(f"session: {session}", highlight=False)
                 continue
-            ctx = RuntimeContext(session_id=session, user_id=user)
-            async for item in agent.stream(text, ctx=ctx):
-                if isinstance(item, TextDelta):
-                    out.print(item.text, end="", markup=False, highlight=False)
-                elif isinstance(item, ToolStarted):
-                    err.print(
-                        f"[dim]-> {item.call.name}({json.dumps(item.call.input)})[/dim]",
-                        highlight=False,
-                    )
-                elif isinstance(item, ToolFinished):
-                    status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
-                    err.print(f"[dim]<- {item.result.name}: {status}[/dim]", highlight=False)
-                elif isinstance(item, Reply):
-                    out.print()
+            try:
+                await _chat_turn(agent, text, RuntimeContext(session_id=session, user_id=user))
+            except HarnessError as exc:
+                # One failed turn (a model error, say) does not end the chat; the session keeps
+                # the question, so the user can simply try again.
+                out.print()
+                err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+
+
+async def _chat_turn(agent: HarnessAgent, text: str, ctx: RuntimeContext) -> None:
+    async for item in agent.stream(text, ctx=ctx):
+        if isinstance(item, TextDelta):
+            out.print(item.text, end="", markup=False, highlight=False)
+        elif isinstance(item, ToolStarted):
+            call = f"{item.call.name}({json.dumps(item.call.input, ensure_ascii=False)})"
+            err.print(f"-> {call}", style="dim", markup=False, highlight=False)
+        elif isinstance(item, ToolFinished):
+            status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
+            err.print(
+                f"<- {item.result.name}: {status}", style="dim", markup=False, highlight=False
+            )
+        elif isinstance(item, Reply):
+            out.print()
 
 
 @app.command()

@@ -174,9 +174,8 @@ def inject_section(messages: list[Msg], section: str) -> list[Msg]:
     """
     for index, message in enumerate(messages):
         if message.role == "system":
-            updated = message.model_copy(
-                update={"content": [*message.content, TextBlock(text=section)]}
-            )
+            content = [*message.content, TextBlock(text=section)]
+            updated = message.model_copy(update={"content": content})
             return [*messages[:index], updated, *messages[index + 1 :]]
     return [Msg(role="system", name="workspace_context", content=section), *messages]
 

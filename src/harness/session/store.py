@@ -85,11 +85,12 @@ class SessionStore:
 
     async def load(self, ctx: RuntimeContext) -> list[Msg]:
         """The saved messages of the session; empty for a new session."""
-        return await asyncio.to_thread(self._load, self.path(ctx))
+        return await asyncio.to_thread(lambda: self._load(self.path(ctx)))
 
     async def save(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
         """Persist the session's messages (append when they only grew, else atomic rewrite)."""
-        await asyncio.to_thread(self._save, self.path(ctx), tuple(messages))
+        snapshot = tuple(messages)
+        await asyncio.to_thread(lambda: self._save(self.path(ctx), snapshot))
 
     def _load(self, path: Path) -> list[Msg]:
         with self._locked(path):
