@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import Any
 
 from harness.context import RuntimeContext
@@ -134,7 +134,7 @@ class ReActAgent:
         *,
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """Run one call, yielding deltas and tool activity as they happen, then the :class:`Reply`.
 
         Closing the iterator early cancels the call.
@@ -272,7 +272,15 @@ class ReActAgent:
         self, ctx: RuntimeContext, memory: list[Msg], calls: list[ToolUseBlock], emit: Emit | None
     ) -> None:
         if self.parallel_tools and len(calls) > 1:
-            results = await asyncio.gather(*(self._act(ctx, memory, c, emit) for c in calls))
+            tasks = [asyncio.create_task(self._act(ctx, memory, c, emit)) for c in calls]
+            try:
+                results = await asyncio.gather(*tasks)
+            except BaseException:
+                # gather leaves the other calls running when one fails; none may outlive the call.
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
         else:
             results = [await self._act(ctx, memory, call, emit) for call in calls]
         memory.extend(results)

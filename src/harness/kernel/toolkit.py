@@ -48,10 +48,11 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     args: dict[str, str] = {}
     current: str | None = None
     in_args = False
+    in_description = True
     arg_indent = 0
     for line in lines:
         if _ARGS_HEADER.match(line):
-            in_args, current = True, None
+            in_args, current, in_description = True, None, False
             continue
         if in_args:
             if _SECTION_HEADER.match(line) and not line.startswith(" "):
@@ -66,8 +67,10 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 args[current] = f"{args[current]} {line.strip()}".strip()
             continue
         if _SECTION_HEADER.match(line) and not line.startswith(" "):
-            break
-        description.append(line)
+            # The description ends at the first section; keep looking for ``Args:``.
+            in_description = False
+        elif in_description:
+            description.append(line)
     text = "\n".join(description).strip()
     return text.split("\n\n")[0].replace("\n", " ").strip(), args
 

@@ -187,6 +187,4 @@ def test_a_hook_tool_clashing_with_a_given_tool_is_rejected() -> None:
         return "mine"
 
     with pytest.raises(ValueError, match="'clock' is already registered"):
-        ReActAgent(
-            name="a", model=ScriptedChatModel([]), toolkit=[clock], hooks=[ClockHook()]
-        )
+        ReActAgent(name="a", model=ScriptedChatModel([]), toolkit=[clock], hooks=[ClockHook()])

@@ -2,7 +2,7 @@
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any
 
 import pytest
@@ -70,17 +70,17 @@ class EventLog(Hook):
     """Records every event it sees."""
 
     def __init__(self) -> None:
-        self.events: list[Event] = []
+        self.seen: list[Event] = []
 
     async def on_event(self, event: Event) -> None:
-        self.events.append(event)
+        self.seen.append(event)
 
     @property
     def names(self) -> list[str]:
-        return [type(event).__name__ for event in self.events]
+        return [type(event).__name__ for event in self.seen]
 
     def of(self, kind: type[Event]) -> list[Any]:
-        return [event for event in self.events if isinstance(event, kind)]
+        return [event for event in self.seen if isinstance(event, kind)]
 
 
 class StallingModel:
@@ -147,6 +147,25 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+async def within(waiting: Awaitable[Any], seconds: float = 2) -> None:
+    """Await something the test expects to happen soon; fail instead of hanging."""
+    await asyncio.wait_for(waiting, timeout=seconds)
+
+
+def transcript(memory: list[Msg]) -> list[str]:
+    """One line per message: its role and its text, tool calls or tool results."""
+    lines = []
+    for msg in memory:
+        parts = [msg.text] if msg.text else []
+        parts += [
+            f"-> {use.name}({', '.join(f'{k}={v}' for k, v in use.input.items())})"
+            for use in msg.tool_uses
+        ]
+        parts += [result.text for result in msg.tool_results]
+        lines.append(f"{msg.role}: {' '.join(parts)}")
+    return lines
+
+
 def unanswered_tool_calls(memory: list[Msg]) -> set[str]:
     uses = {block.id for msg in memory for block in msg.tool_uses}
     results = {block.id for msg in memory for block in msg.tool_results}
@@ -154,7 +173,11 @@ def unanswered_tool_calls(memory: list[Msg]) -> set[str]:
 
 
 ADD_THEN_ANSWER = (
-    {"match": "add", "text": "Let me check.", "tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}]},
+    {
+        "match": "add",
+        "text": "Let me check.",
+        "tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}],
+    },
     {"match": "^5$", "text": "The sum is 5.", "usage": {"input_tokens": 30, "output_tokens": 6}},
 )
 
@@ -172,7 +195,10 @@ async def test_single_answer() -> None:
     assert reply.name == "helper"
     assert reply.content == [TextBlock(text="Hello there!")]
     assert reply.metadata == {"model": "scripted"}
-    assert [(m.role, m.text) for m in agent.memory] == [("user", "hi"), ("assistant", "Hello there!")]
+    assert [(m.role, m.text) for m in agent.memory] == [
+        ("user", "hi"),
+        ("assistant", "Hello there!"),
+    ]
     assert agent.memory[-1] is reply
     [(messages, tools)] = model.requests
     assert [(m.role, m.text) for m in messages] == [("user", "hi")]
@@ -241,16 +267,20 @@ async def test_tool_errors_go_back_to_the_model_and_the_loop_continues() -> None
 
 async def test_tool_calls_of_one_step_run_concurrently() -> None:
     left_ready, right_ready = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
 
     async def left() -> str:
         left_ready.set()
         # Only finishes if `right` runs while `left` waits.
         await asyncio.wait_for(right_ready.wait(), timeout=2)
+        await asyncio.sleep(0)
+        finished.append("left")
         return "left done"
 
     async def right() -> str:
         right_ready.set()
         await asyncio.wait_for(left_ready.wait(), timeout=2)
+        finished.append("right")
         return "right done"
 
     model = scripted(
@@ -267,6 +297,8 @@ async def test_tool_calls_of_one_step_run_concurrently() -> None:
         ("call_0", "left done", False),
         ("call_1", "right done", False),
     ]
+    # results are kept in the order of the calls, not the order they finished in
+    assert finished == ["right", "left"]
 
 
 async def test_parallel_tools_false_runs_calls_one_after_another() -> None:
@@ -293,6 +325,37 @@ async def test_parallel_tools_false_runs_calls_one_after_another() -> None:
     await agent.call("go")
 
     assert log == ["first start", "first end", "second start", "second end"]
+
+
+async def test_a_failing_step_cancels_its_other_tool_calls() -> None:
+    slow = SlowTool()
+
+    async def fast() -> str:
+        return "fast"
+
+    class FailBeforeFast(Hook):
+        events = (PreActing,)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PreActing)
+            if event.tool_call.name == "fast":
+                await within(slow.started.wait())
+                msg = "cannot run fast"
+                raise RuntimeError(msg)
+
+    log = EventLog()
+    model = scripted({"tool_calls": [{"name": "wait"}, {"name": "fast"}]})
+    agent = ReActAgent(
+        name="a", model=model, toolkit=[slow.wait, fast], hooks=[FailBeforeFast(), log]
+    )
+
+    with pytest.raises(RuntimeError, match="cannot run fast"):
+        await agent.call("go")
+
+    # the sibling tool did not outlive the call that started it
+    assert slow.cancelled is True
+    assert log.names[-1] == "Error"
+    assert "PostActing" not in log.names
 
 
 async def test_max_iters_defaults_to_15_then_a_final_call_without_tools() -> None:
@@ -340,7 +403,11 @@ async def test_custom_max_iters() -> None:
 
 async def test_tool_calls_in_the_final_answer_are_dropped() -> None:
     model = scripted(
-        {"text": "still working", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 1}}], "repeat": True}
+        {
+            "text": "still working",
+            "tool_calls": [{"name": "add", "input": {"a": 1, "b": 1}}],
+            "repeat": True,
+        }
     )
     agent = ReActAgent(name="a", model=model, toolkit=[add], max_iters=1)
 
@@ -357,7 +424,7 @@ def test_max_iters_must_be_positive() -> None:
 
 
 async def test_system_prompt_first_in_every_request_and_never_in_memory() -> None:
-    model = scripted(*ADD_THEN_ANSWER)
+    model = scripted(*({**turn, "repeat": True} for turn in ADD_THEN_ANSWER))
     agent = ReActAgent(name="a", model=model, sys_prompt="You are terse.", toolkit=[add])
 
     await agent.call("add them")
@@ -392,7 +459,9 @@ async def test_model_stream_without_final_response_is_a_model_error() -> None:
     log = EventLog()
     agent = ReActAgent(name="a", model=NoFinal(), hooks=[log])
 
-    with pytest.raises(ModelError, match="model 'nofinal' ended its stream without a final response"):
+    with pytest.raises(
+        ModelError, match="model 'nofinal' ended its stream without a final response"
+    ):
         await agent.call("hi")
     assert log.names[-1] == "Error"
 
@@ -404,8 +473,7 @@ async def test_script_exhausted_quotes_the_last_message() -> None:
         await agent.call("tell me a joke")
 
     assert str(info.value) == (
-        "scripted model has no turn left that matches the request; "
-        "last message: 'tell me a joke'"
+        "scripted model has no turn left that matches the request; last message: 'tell me a joke'"
     )
 
 
@@ -429,9 +497,9 @@ async def test_event_sequence_all_carrying_the_calls_context() -> None:
         "PostReasoning",
         "PostCall",
     ]
-    assert all(event.ctx is ctx for event in log.events)
-    assert all(event.agent == "calc" for event in log.events)
-    assert all(event.memory is agent.memory for event in log.events)
+    assert all(event.ctx is ctx for event in log.seen)
+    assert all(event.agent == "calc" for event in log.seen)
+    assert all(event.memory is agent.memory for event in log.seen)
 
     [pre_call] = log.of(PreCall)
     assert [m.text for m in pre_call.inputs] == ["add please"]
@@ -456,9 +524,9 @@ async def test_call_without_ctx_gets_an_empty_context() -> None:
 
     await agent.call("hi")
 
-    ctx = log.events[0].ctx
+    ctx = log.seen[0].ctx
     assert ctx == RuntimeContext()
-    assert all(event.ctx is ctx for event in log.events)
+    assert all(event.ctx is ctx for event in log.seen)
 
 
 async def test_pre_reasoning_messages_change_only_the_request() -> None:
@@ -471,7 +539,9 @@ async def test_pre_reasoning_messages_change_only_the_request() -> None:
             event.messages = [extra, *event.messages]
             event.messages.append(Msg(role="user", content="(reminder)"))
 
-    model = scripted(*ADD_THEN_ANSWER)
+    model = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}]}, {"text": "The sum is 5."}
+    )
     agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[Inject()])
 
     await agent.call("add")
@@ -479,9 +549,9 @@ async def test_pre_reasoning_messages_change_only_the_request() -> None:
     first, _ = model.requests[0]
     second, _ = model.requests[1]
     assert [m.text for m in first] == ["step 0", "add", "(reminder)"]
-    assert [m.text for m in second][0] == "step 1"
-    assert [m.text for m in second][-1] == "(reminder)"
-    assert "(reminder)" not in [m.text for m in second][1:-1]
+    assert second[0].text == "step 1"
+    assert second[-1].text == "(reminder)"
+    assert [m.role for m in second[1:-1]] == ["user", "assistant", "tool"]
     assert [m.role for m in agent.memory] == ["user", "assistant", "tool", "assistant"]
     assert all(not m.text.startswith("step") and m.text != "(reminder)" for m in agent.memory)
 
@@ -539,7 +609,9 @@ async def test_post_call_reply_replacement_is_what_the_caller_gets() -> None:
             assert isinstance(event, PostCall)
             event.reply = replacement
 
-    agent = ReActAgent(name="a", model=scripted({"text": "original", "repeat": True}), hooks=[Rewrite()])
+    agent = ReActAgent(
+        name="a", model=scripted({"text": "original", "repeat": True}), hooks=[Rewrite()]
+    )
 
     reply = await agent.call("hi")
     streamed = [item async for item in agent.stream("again")]
@@ -576,9 +648,7 @@ async def test_hook_failing_during_error_adds_a_note_and_the_original_error_prop
 
     later = EventLog()
     failure = ModelError("provider down")
-    agent = ReActAgent(
-        name="a", model=FailingModel(failure), hooks=[BrokenErrorHandler(), later]
-    )
+    agent = ReActAgent(name="a", model=FailingModel(failure), hooks=[BrokenErrorHandler(), later])
 
     with pytest.raises(ModelError) as info:
         await agent.call("hi")
@@ -603,7 +673,7 @@ async def test_interrupt_during_a_slow_tool() -> None:
     agent = ReActAgent(name="a", model=model, toolkit=[slow.wait], hooks=[log])
 
     task = asyncio.create_task(agent.call("wait for it"))
-    await slow.started.wait()
+    await within(slow.started.wait())
     agent.interrupt()
 
     with pytest.raises(AgentInterrupted, match="agent 'a' was interrupted"):
@@ -629,7 +699,7 @@ async def test_interrupt_during_a_slow_model_stream() -> None:
             items.append(item)
 
     task = asyncio.create_task(consume())
-    await model.started.wait()
+    await within(model.started.wait())
     agent.interrupt()
 
     with pytest.raises(AgentInterrupted):
@@ -647,7 +717,7 @@ async def test_interrupt_a_call_awaited_in_the_callers_task() -> None:
     agent = ReActAgent(name="a", model=model)
 
     async def interrupt_soon() -> None:
-        await model.started.wait()
+        await within(model.started.wait())
         agent.interrupt()
 
     helper = asyncio.create_task(interrupt_soon())
@@ -660,6 +730,25 @@ async def test_interrupt_a_call_awaited_in_the_callers_task() -> None:
     assert current is not None
     assert current.cancelling() == 0
     await asyncio.sleep(0)
+
+
+async def test_interrupt_stops_every_running_call() -> None:
+    slow = SlowTool()
+    agent = ReActAgent(
+        name="a",
+        model=scripted({"tool_calls": [{"name": "wait"}], "repeat": True}),
+        toolkit=[slow.wait],
+    )
+
+    first = asyncio.create_task(agent.call("one", memory=[]))
+    second = asyncio.create_task(agent.call("two", memory=[]))
+    await within(slow.started.wait())
+    await asyncio.sleep(0)
+    agent.interrupt()
+
+    results = await asyncio.gather(first, second, return_exceptions=True)
+
+    assert [type(result) for result in results] == [AgentInterrupted, AgentInterrupted]
 
 
 async def test_interrupt_without_a_running_call_does_nothing() -> None:
@@ -681,7 +770,7 @@ async def test_external_cancellation_propagates() -> None:
     )
 
     task = asyncio.create_task(agent.call("go"))
-    await slow.started.wait()
+    await within(slow.started.wait())
     task.cancel()
 
     with pytest.raises(asyncio.CancelledError):
@@ -741,9 +830,12 @@ async def test_stream_raises_the_calls_error() -> None:
     agent = ReActAgent(name="a", model=FailingModel(ModelError("boom")))
     items: list[StreamItem] = []
 
-    with pytest.raises(ModelError, match="boom"):
+    async def consume() -> None:
         async for item in agent.stream("hi"):
             items.append(item)
+
+    with pytest.raises(ModelError, match="boom"):
+        await consume()
     assert items == [TextDelta("so far ")]
 
 
@@ -800,15 +892,21 @@ async def test_per_call_memory_keeps_concurrent_conversations_apart() -> None:
 
     assert alice_reply.text == "Hi Alice."
     assert bob_reply.text == "Hi Bob."
-    assert [m.text or m.tool_results[0].text if m.role == "tool" else m.text for m in alice_memory] == [
-        "I am alice",
-        "",
-        "met alice",
-        "Hi Alice.",
+    assert transcript(alice_memory) == [
+        "user: I am alice",
+        "assistant: -> meet(who=alice)",
+        "tool: met alice",
+        "assistant: Hi Alice.",
     ]
-    assert [m.tool_results[0].text for m in bob_memory if m.role == "tool"] == ["met bob"]
-    assert [m.text for m in bob_memory if m.role != "tool"] == ["I am bob", "", "Hi Bob."]
+    assert transcript(bob_memory) == [
+        "user: I am bob",
+        "assistant: -> meet(who=bob)",
+        "tool: met bob",
+        "assistant: Hi Bob.",
+    ]
     assert agent.memory == []
-    for event in log.events:
+    assert [event.ctx is alice_ctx for event in log.seen].count(True) == 8
+    assert [event.ctx is bob_ctx for event in log.seen].count(True) == 8
+    for event in log.seen:
         expected = alice_memory if event.ctx is alice_ctx else bob_memory
         assert event.memory is expected

@@ -309,8 +309,7 @@ async def test_blocking_sync_tool_does_not_block_the_loop() -> None:
         return "released" if release.wait(timeout=5) else "timed out"
 
     task = asyncio.create_task(Toolkit([block]).call(use("block"), CTX))
-    while not started.is_set():
-        await asyncio.sleep(0.001)
+    assert await asyncio.to_thread(started.wait, 5)
     release.set()
 
     assert (await task).output == "released"
@@ -462,7 +461,10 @@ async def test_return_values_become_text_output(value: object, expected: str) ->
 
 
 async def test_block_return_values_are_kept_as_blocks() -> None:
-    blocks = [TextBlock(text="chart:"), ImageBlock(data="aGk=", media_type="image/png")]
+    blocks: list[TextBlock | ImageBlock] = [
+        TextBlock(text="chart:"),
+        ImageBlock(data="aGk=", media_type="image/png"),
+    ]
 
     def many() -> list[TextBlock | ImageBlock]:
         return blocks
@@ -510,8 +512,7 @@ async def test_cancellation_propagates_while_a_sync_tool_runs() -> None:
         return "done"
 
     task = asyncio.create_task(Toolkit([block]).call(use("block"), CTX))
-    while not started.is_set():
-        await asyncio.sleep(0.001)
+    assert await asyncio.to_thread(started.wait, 5)
     task.cancel()
     try:
         with pytest.raises(asyncio.CancelledError):
@@ -550,3 +551,41 @@ def test_parameters_named_like_schema_keywords_are_kept() -> None:
         },
         "required": ["title"],
     }
+
+
+def test_args_after_another_section_are_still_read() -> None:
+    def fetch(url: str, retries: int = 3) -> str:
+        """Fetch a page.
+
+        Note:
+            Redirects are followed.
+
+        Args:
+            url: The page to fetch.
+            retries: How often to try again.
+        """
+        return url
+
+    tool = Tool.from_function(fetch)
+
+    assert tool.description == "Fetch a page."
+    assert tool.schema.parameters["properties"] == {
+        "url": {"type": "string", "description": "The page to fetch."},
+        "retries": {"type": "integer", "default": 3, "description": "How often to try again."},
+    }
+
+
+def test_sections_after_args_stay_out_of_the_description() -> None:
+    def fetch(url: str) -> str:
+        """Fetch a page.
+        Args:
+            url: The page to fetch.
+        Returns:
+            The page's HTML.
+        """
+        return url
+
+    tool = Tool.from_function(fetch)
+
+    assert tool.description == "Fetch a page."
+    assert tool.schema.parameters["properties"]["url"]["description"] == "The page to fetch."
