@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import HarnessAgent, RuntimeContext
-from harness.kernel import ChatChunk, ChatResponse, Msg, ReActAgent, TextBlock, ToolSchema, ToolUseBlock
+from harness.kernel import (
+    ChatChunk,
+    ChatResponse,
+    Msg,
+    ReActAgent,
+    TextBlock,
+    ToolSchema,
+    ToolUseBlock,
+)
 
 HISTORY = 100
 SHORT, LONG = 1, 19
@@ -86,7 +94,9 @@ Timings = dict[str, dict[int, list[float]]]
 async def measure(pairs: int) -> Timings:
     base = history()
     model = ZeroLatencyModel()
-    bare = ReActAgent(name="bare", model=model, sys_prompt="You help.", toolkit=[noop], max_iters=LONG)
+    bare = ReActAgent(
+        name="bare", model=model, sys_prompt="You help.", toolkit=[noop], max_iters=LONG
+    )
     timings: Timings = {"bare": {SHORT: [], LONG: []}, "harness": {SHORT: [], LONG: []}}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -102,7 +112,10 @@ async def measure(pairs: int) -> Timings:
         async def run_harness() -> object:
             return await harness.call("go", ctx=ctx)
 
-        runners: dict[str, Callable[[], Awaitable[object]]] = {"bare": run_bare, "harness": run_harness}
+        runners: dict[str, Callable[[], Awaitable[object]]] = {
+            "bare": run_bare,
+            "harness": run_harness,
+        }
         for _ in range(pairs):
             for steps in (SHORT, LONG):
                 model.steps = steps

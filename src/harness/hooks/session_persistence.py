@@ -1,8 +1,9 @@
 """Session persistence: the conversation is saved after every call, including failed ones.
 
 On PostCall it saves the call's memory. On Error (a failed or interrupted call) it saves what
-was accepted: the user's input and every completed turn, but not an assistant turn whose tool
-calls never got their results (a half-streamed answer is never in memory in the first place).
+was accepted: the user's input and every completed turn. The agent has already dropped an
+assistant turn whose tool calls never got their results, and a half-streamed answer is never in
+memory in the first place.
 Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` in the user's namespace; see
 :class:`~harness.session.SessionStore` for the format and the atomicity rules.
 
@@ -19,7 +20,7 @@ import logging
 from typing import ClassVar
 
 from harness.kernel import Error, Event, Hook, PostCall
-from harness.session import SessionStore, drop_unanswered_tail
+from harness.session import SessionStore
 
 __all__ = ["SessionPersistenceHook"]
 
@@ -38,10 +39,8 @@ class SessionPersistenceHook(Hook):
     async def on_event(self, event: Event) -> None:
         if event.ctx.session_id is None:
             return
-        failed = isinstance(event, Error)
-        messages = drop_unanswered_tail(event.memory) if failed else event.memory
         try:
-            await self.store.save(event.ctx, messages)
+            await self.store.save(event.ctx, event.memory)
         except Exception as exc:
             logger.error(
                 "could not save session %r of agent %r: %s", event.ctx.session_id, event.agent, exc

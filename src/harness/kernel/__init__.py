@@ -28,6 +28,7 @@ from harness.kernel.message import (
     ToolResultBlock,
     ToolUseBlock,
     as_messages,
+    drop_unanswered_tail,
     new_id,
 )
 from harness.kernel.model import ChatChunk, ChatModel, ChatResponse, ToolSchema, Usage, complete
@@ -80,5 +81,6 @@ __all__ = [
     "Usage",
     "as_messages",
     "complete",
+    "drop_unanswered_tail",
     "new_id",
 ]

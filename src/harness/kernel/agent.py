@@ -31,7 +31,7 @@ from harness.kernel.events import (
     PreReasoning,
 )
 from harness.kernel.hooks import Hook, HookChain
-from harness.kernel.message import Msg, ToolUseBlock, as_messages
+from harness.kernel.message import Msg, ToolUseBlock, as_messages, drop_unanswered_tail
 from harness.kernel.model import ChatModel, ChatResponse
 from harness.kernel.streaming import (
     Reply,
@@ -197,7 +197,13 @@ class ReActAgent:
             self._interrupting.discard(task)
 
     async def _report(self, ctx: RuntimeContext, memory: list[Msg], error: BaseException) -> None:
-        """Tell the hooks a call failed; a hook that fails here must not hide the original error."""
+        """Tell the hooks a call failed; a hook that fails here must not hide the original error.
+
+        Memory keeps what the call completed (the input and every finished turn) but not an
+        assistant turn whose tool calls never got results, so the conversation stays valid for
+        the next request.
+        """
+        memory[:] = drop_unanswered_tail(memory)
         try:
             await self.hooks.dispatch(Error(ctx=ctx, agent=self.name, memory=memory, error=error))
         except Exception as hook_error:

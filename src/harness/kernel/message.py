@@ -27,6 +27,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "as_messages",
+    "drop_unanswered_tail",
     "new_id",
 ]
 
@@ -172,3 +173,21 @@ def as_messages(value: str | Msg | Sequence[Msg] | None) -> list[Msg]:
             msg = f"expected str, Msg or a list of Msg, got a list containing {type(item).__name__}"
             raise TypeError(msg)
     return messages
+
+
+def drop_unanswered_tail(messages: Sequence[Msg]) -> list[Msg]:
+    """Cut a conversation before a final assistant turn whose tool calls are not all answered.
+
+    A call that fails or is interrupted while its tools run leaves such a turn behind; keeping
+    it would make the next request carry a tool call without a result, which providers reject.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant" and message.tool_uses:
+            answered = {r.id for m in messages[index + 1 :] for r in m.tool_results}
+            if all(call.id in answered for call in message.tool_uses):
+                return list(messages)
+            return list(messages[:index])
+        if message.role != "tool":
+            return list(messages)
+    return list(messages)

@@ -37,7 +37,7 @@ from harness.errors import StorageError
 from harness.kernel import Msg
 from harness.workspace import WorkspaceManager, atomic_write, session_dir
 
-__all__ = ["MESSAGES_FILE", "SessionStore", "drop_unanswered_tail"]
+__all__ = ["MESSAGES_FILE", "SessionStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,24 +45,6 @@ MESSAGES_FILE: Final = "messages.jsonl"
 """The file, in a session's directory, holding its messages."""
 
 _LOCK_FILE: Final = ".lock"
-
-
-def drop_unanswered_tail(messages: Sequence[Msg]) -> list[Msg]:
-    """Cut a conversation before a final assistant turn whose tool calls are not all answered.
-
-    A call that fails or is interrupted while its tools run leaves such a turn behind; saving it
-    would make the next request carry a tool call without a result, which providers reject.
-    """
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant" and message.tool_uses:
-            answered = {r.id for m in messages[index + 1 :] for r in m.tool_results}
-            if all(call.id in answered for call in message.tool_uses):
-                return list(messages)
-            return list(messages[:index])
-        if message.role != "tool":
-            return list(messages)
-    return list(messages)
 
 
 class SessionStore:

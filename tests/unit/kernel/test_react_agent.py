@@ -682,9 +682,13 @@ async def test_interrupt_during_a_slow_tool() -> None:
     assert log.names[-1] == "Error"
     assert isinstance(log.of(Error)[0].error, AgentInterrupted)
     assert "PostActing" not in log.names
+    # the tool call that never got its result is gone, so memory stays a valid conversation
+    assert [(m.role, m.text) for m in agent.memory] == [("user", "wait for it")]
+    assert log.of(Error)[0].memory == agent.memory
 
     # the agent can be called again afterwards
     assert (await agent.call("again")).text == "fine"
+    assert [m.role for m in model.requests[-1][0]] == ["user", "user"]
 
 
 async def test_interrupt_during_a_slow_model_stream() -> None:

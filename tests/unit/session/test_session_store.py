@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.context import RuntimeContext
-from harness.kernel import Msg, ToolResultBlock, ToolUseBlock
-from harness.session import SessionStore, drop_unanswered_tail
+from harness.kernel import Msg, ToolResultBlock, ToolUseBlock, drop_unanswered_tail
+from harness.session import SessionStore
 from harness.workspace import WorkspaceManager
 
 
