@@ -198,10 +198,22 @@ class WorkspaceContextHook(Hook):
         self._snapshots: dict[str | None, _Snapshot] = {}
         self._sections: dict[tuple[object, ...], str] = {}
         self._versions = itertools.count()
+        self._injected: tuple[Msg, str, Msg] | None = None
 
     async def on_event(self, event: Event) -> None:
         assert isinstance(event, PreReasoning)
-        event.messages = inject_section(event.messages, await self.section(event))
+        section = await self.section(event)
+        messages = event.messages
+        if messages and messages[0].role == "system":
+            # Steps with the same system message and section get the same injected message;
+            # it is built once, not copied at every step.
+            cached = self._injected
+            if cached is None or cached[0] is not messages[0] or cached[1] is not section:
+                cached = (messages[0], section, inject_section(messages[:1], section)[0])
+                self._injected = cached
+            event.messages = [cached[2], *messages[1:]]
+        else:
+            event.messages = inject_section(messages, section)
 
     async def section(self, event: PreReasoning) -> str:
         """The full workspace section for this step."""
@@ -303,9 +315,19 @@ class WorkspaceContextHook(Hook):
         return assemble(_fit_memory(text.get(MEMORY_MD, ""), available, hint))
 
 
+_today_cache: tuple[float, str] = (0.0, "")
+
+
 def _today() -> str:
-    now = time.localtime()
-    return f"{time.strftime('%A %b', now)} {now.tm_mday}, {now.tm_year}"
+    """Today's date as ``Monday Nov 30, 2026``, recomputed at most once a minute."""
+    global _today_cache
+    expires, text = _today_cache
+    now = time.time()
+    if now >= expires:
+        local = time.localtime(now)
+        text = f"{time.strftime('%A %b', local)} {local.tm_mday}, {local.tm_year}"
+        _today_cache = (now - now % 60 + 60, text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
