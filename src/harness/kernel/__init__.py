@@ -31,7 +31,15 @@ from harness.kernel.message import (
     drop_unanswered_tail,
     new_id,
 )
-from harness.kernel.model import ChatChunk, ChatModel, ChatResponse, ToolSchema, Usage, complete
+from harness.kernel.model import (
+    INVALID_ARGUMENTS_KEY,
+    ChatChunk,
+    ChatModel,
+    ChatResponse,
+    ToolSchema,
+    Usage,
+    complete,
+)
 from harness.kernel.streaming import (
     Reply,
     StreamItem,
@@ -45,6 +53,7 @@ from harness.kernel.toolkit import Tool, Toolkit
 __all__ = [
     "DEFAULT_HOOK_PRIORITY",
     "DEFAULT_MAX_ITERS",
+    "INVALID_ARGUMENTS_KEY",
     "ChatChunk",
     "ChatModel",
     "ChatResponse",

@@ -231,12 +231,15 @@ class ReActAgent:
             memory=memory,
             step=step,
             messages=messages,
-            tools=[] if final else list(self.toolkit.schemas()),
+            tools=list(self.toolkit.schemas()),
         )
         await self.hooks.dispatch(event)
+        # The last step still describes the tools (providers reject tool calls in a history
+        # without tool definitions) but tells the model not to call them.
+        options = {"tool_choice": "none"} if final and event.tools else {}
         started = time.perf_counter()
         response: ChatResponse | None = None
-        async for item in self.model.stream(event.messages, event.tools):
+        async for item in self.model.stream(event.messages, event.tools, **options):
             if isinstance(item, ChatResponse):
                 response = item
             elif emit is not None:
@@ -255,8 +258,8 @@ class ReActAgent:
             }
         content = response.content
         if final:
-            # No tools were offered, so a tool call made anyway cannot run; kept in memory
-            # without a result, it would make every later request to the provider invalid.
+            # A tool call made anyway will not run; kept in memory without a result, it would
+            # make every later request to the provider invalid.
             content = [block for block in content if not isinstance(block, ToolUseBlock)]
         message = Msg(role="assistant", name=self.name, content=content, metadata=metadata)
         memory.append(message)

@@ -5,18 +5,34 @@ more :class:`ChatChunk` deltas for display, then exactly one :class:`ChatRespons
 content and the provider's token usage. Adapters translate provider errors into
 :class:`~harness.errors.ModelError` and its subclasses, so the agent can tell a context overflow
 from a rate limit without knowing the provider.
+
+Every adapter understands one option, ``tool_choice``: ``"auto"`` (the default), ``"none"``
+(answer in text; the tools are still described, because providers reject a conversation with
+tool calls but no tools) or ``"required"``. A tool call whose arguments are not a JSON object
+is kept as ``{INVALID_ARGUMENTS_KEY: "<raw text>"}`` so the toolkit can tell the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from harness.errors import ModelError
 from harness.kernel.message import ContentBlock, Msg
 
-__all__ = ["ChatChunk", "ChatModel", "ChatResponse", "ToolSchema", "Usage", "complete"]
+__all__ = [
+    "INVALID_ARGUMENTS_KEY",
+    "ChatChunk",
+    "ChatModel",
+    "ChatResponse",
+    "ToolSchema",
+    "Usage",
+    "complete",
+]
+
+INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
+"""The input key under which an adapter keeps tool-call arguments that were not a JSON object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +57,11 @@ class ChatChunk:
 
 @dataclass(slots=True)
 class ChatResponse:
-    """A complete model answer."""
+    """A complete model answer.
+
+    ``stop_reason`` is the provider's own word (``stop``, ``end_turn``, ``tool_calls``, ...),
+    for logs and traces; the agent decides what to do from the content, not from it.
+    """
 
     content: list[ContentBlock]
     usage: Usage | None = None

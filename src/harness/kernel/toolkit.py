@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from harness.context import RuntimeContext
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
-from harness.kernel.model import ToolSchema
+from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
 
 __all__ = ["Tool", "Toolkit"]
 
@@ -151,6 +151,14 @@ class Tool:
 
     async def run(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock:
         """Validate the arguments, run the function, and wrap whatever happens as a result."""
+        raw = call.input.get(INVALID_ARGUMENTS_KEY)
+        if isinstance(raw, str):
+            shown = raw if len(raw) <= 200 else raw[:200] + "..."
+            return _error(
+                call,
+                f"the arguments of tool '{self.name}' are not a JSON object: {shown!r}; "
+                "call it again with a JSON object that matches its schema",
+            )
         try:
             parsed = self.input_model.model_validate(call.input)
         except ValidationError as exc:

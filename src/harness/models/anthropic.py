@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    INVALID_ARGUMENTS_KEY,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -83,15 +84,12 @@ if TYPE_CHECKING:
         ToolParam,
     )
 
-__all__ = ["DEFAULT_MAX_TOKENS", "INVALID_ARGUMENTS_KEY", "AnthropicChatModel"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicChatModel"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS: Final = 4096
 """The answer length cap sent when none is given; the messages API requires one."""
-
-INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
-"""The input key under which a tool call keeps input that was not a JSON object."""
 
 _RESERVED_OPTIONS: Final = frozenset({"model", "messages", "system", "tools", "stream"})
 
@@ -188,6 +186,9 @@ class AnthropicChatModel:
         max_tokens = int(body.pop("max_tokens", self._max_tokens))
         system, wire_messages = _to_anthropic_messages(messages)
         wire_tools = _to_anthropic_tools(tools)
+        choice = body.pop("tool_choice", None)
+        if wire_tools and choice is not None:
+            body["tool_choice"] = _tool_choice(choice)
         answer = _StreamedAnswer(model=self._model)
         with _map_errors(self._model, self.base_url):
             stream = await self._client.messages.create(
@@ -315,6 +316,19 @@ def _to_anthropic_tools(tools: Sequence[ToolSchema]) -> list[ToolParam]:
         }
         for tool in tools
     ]
+
+
+_TOOL_CHOICES: Final = {"auto": "auto", "none": "none", "required": "any"}
+
+
+def _tool_choice(choice: object) -> object:
+    """Translate the common ``tool_choice`` words; a dict is passed on as Anthropic's own form."""
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            msg = f"tool_choice must be one of {sorted(_TOOL_CHOICES)} or a dict, got {choice!r}"
+            raise ValueError(msg)
+        return {"type": _TOOL_CHOICES[choice]}
+    return choice
 
 
 def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:

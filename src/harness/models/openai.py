@@ -67,6 +67,7 @@ from openai.types.chat import (
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    INVALID_ARGUMENTS_KEY,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -81,12 +82,9 @@ from harness.kernel import (
 )
 from harness.models._overflow import looks_like_context_overflow
 
-__all__ = ["INVALID_ARGUMENTS_KEY", "OpenAIChatModel"]
+__all__ = ["OpenAIChatModel"]
 
 logger = logging.getLogger(__name__)
-
-INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
-"""The input key under which a tool call keeps arguments that were not a JSON object."""
 
 _RESERVED_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 
@@ -205,12 +203,15 @@ class OpenAIChatModel:
         body = {**self._options, **_checked_options(options)}
         wire_messages = _to_openai_messages(messages)
         wire_tools = _to_openai_tools(tools)
+        choice = body.pop("tool_choice", None)  # meaningless, and refused, without tools
+        tool_choice = choice if wire_tools and choice is not None else openai.omit
         with _map_errors(self._model, self.base_url):
             if not self._stream:
                 completion = await self._client.chat.completions.create(
                     model=self._model,
                     messages=wire_messages,
                     tools=wire_tools if wire_tools else openai.omit,
+                    tool_choice=tool_choice,
                     stream=False,
                     extra_body=body or None,
                 )
@@ -220,6 +221,7 @@ class OpenAIChatModel:
                 model=self._model,
                 messages=wire_messages,
                 tools=wire_tools if wire_tools else openai.omit,
+                tool_choice=tool_choice,
                 stream=True,
                 stream_options={"include_usage": True},
                 extra_body=body or None,

@@ -44,11 +44,12 @@ from harness.models.scripted import ScriptedChatModel
 
 
 class Recording:
-    """A ChatModel wrapper that records every request's messages and tools."""
+    """A ChatModel wrapper that records every request's messages and tools (and options)."""
 
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.requests: list[tuple[list[Msg], list[ToolSchema]]] = []
+        self.options: list[dict[str, Any]] = []
 
     @property
     def model_name(self) -> str:
@@ -58,6 +59,7 @@ class Recording:
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
     ) -> AsyncIterator[ChatChunk | ChatResponse]:
         self.requests.append((list(messages), list(tools)))
+        self.options.append(dict(options))
         async for item in self.inner.stream(messages, tools, **options):
             yield item
 
@@ -358,7 +360,7 @@ async def test_a_failing_step_cancels_its_other_tool_calls() -> None:
     assert "PostActing" not in log.names
 
 
-async def test_max_iters_defaults_to_15_then_a_final_call_without_tools() -> None:
+async def test_max_iters_defaults_to_15_then_a_final_call_that_may_not_use_tools() -> None:
     ticks: list[int] = []
 
     def tick() -> str:
@@ -380,7 +382,9 @@ async def test_max_iters_defaults_to_15_then_a_final_call_without_tools() -> Non
     assert len(model.requests) == 16
     assert all([t.name for t in tools] == ["tick"] for _, tools in model.requests[:15])
     final_messages, final_tools = model.requests[15]
-    assert final_tools == []
+    # tools stay described (a history with tool calls needs them) but may not be called
+    assert [t.name for t in final_tools] == ["tick"]
+    assert model.options == [{}] * 15 + [{"tool_choice": "none"}]
     hint = final_messages[-1]
     assert (hint.role, hint.name, hint.text) == ("user", "system_hint", MAX_ITERS_HINT)
     # the hint is for that request only
@@ -398,7 +402,8 @@ async def test_custom_max_iters() -> None:
     reply = await agent.call("loop")
 
     assert reply.text == "stopping"
-    assert [len(tools) for _, tools in model.requests] == [1, 1, 0]
+    assert [len(tools) for _, tools in model.requests] == [1, 1, 1]
+    assert model.options == [{}, {}, {"tool_choice": "none"}]
 
 
 async def test_tool_calls_in_the_final_answer_are_dropped() -> None:

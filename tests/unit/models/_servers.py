@@ -153,7 +153,7 @@ def _openai_chunk(chunk: Mapping[str, Any]) -> dict[str, Any]:
         "id": "chatcmpl-test",
         "object": "chat.completion.chunk",
         "created": 1700000000,
-        "model": "gpt-test",
+        "model": "gpt-test-2024",
         "choices": [],
     }
     return {**base, **chunk}

@@ -93,7 +93,7 @@ def message_start(
         "cache_read_input_tokens": cache_read,
         "cache_creation_input_tokens": cache_write,
     }
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
@@ -341,7 +341,10 @@ def test_tool_results_open_a_merged_user_turn() -> None:
                 "tool_use_id": "t1",
                 "content": [
                     {"type": "text", "text": "12:00"},
-                    {"type": "image", "source": {"type": "url", "url": "https://example.com/c.png"}},
+                    {
+                        "type": "image",
+                        "source": {"type": "url", "url": "https://example.com/c.png"},
+                    },
                 ],
                 "is_error": False,
             },
@@ -368,6 +371,27 @@ async def test_max_tokens_and_options(server: AnthropicServer) -> None:
     first, second = server.bodies
     assert (first["max_tokens"], first["temperature"], first["top_k"]) == (1000, 0.2, 5)
     assert (second["max_tokens"], second["temperature"], second["top_k"]) == (50, 0.9, 5)
+
+
+async def test_tool_choice_words_become_anthropic_objects(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    for text in ("a", "b", "c"):
+        server.queue_stream(text_events(text))
+
+    await collect(model, tools=[WEATHER], tool_choice="none")
+    await collect(model, tools=[WEATHER], tool_choice="required")
+    await collect(model, tool_choice="none")
+
+    none, required, without = server.bodies
+    assert none["tool_choice"] == {"type": "none"}
+    assert required["tool_choice"] == {"type": "any"}
+    assert "tool_choice" not in without
+
+
+async def test_unknown_tool_choice_is_refused(model: AnthropicChatModel) -> None:
+    with pytest.raises(ValueError, match="tool_choice must be one of"):
+        await collect(model, tools=[WEATHER], tool_choice="sometimes")
 
 
 def test_options_may_not_replace_fields_the_adapter_sets() -> None:

@@ -20,10 +20,10 @@ from harness.kernel import (
     Msg,
     TextBlock,
     ThinkingBlock,
+    Toolkit,
     ToolResultBlock,
     ToolSchema,
     ToolUseBlock,
-    Toolkit,
     Usage,
 )
 from harness.models import openai as adapter
@@ -118,7 +118,7 @@ async def test_streamed_text_arrives_as_chunks_then_one_response(
 ) -> None:
     server.queue_stream(
         [
-            {"model": "gpt-test-0613", **text_chunk("Hel")},
+            text_chunk("Hel"),
             text_chunk("lo"),
             text_chunk(" world", finish="stop"),
             usage_chunk(12, 3),
@@ -131,7 +131,7 @@ async def test_streamed_text_arrives_as_chunks_then_one_response(
     assert response == ChatResponse(
         content=[TextBlock(text="Hello world")],
         usage=Usage(12, 3),
-        model="gpt-test",
+        model="gpt-test-2024",
         stop_reason="stop",
     )
     [request] = server.requests
@@ -174,7 +174,7 @@ async def test_streamed_tool_calls_are_reassembled_from_fragments(
             ToolUseBlock(id="call_b", name="get_weather", input={"city": "Oslo", "unit": "C"}),
         ],
         usage=Usage(40, 22),
-        model="gpt-test",
+        model="gpt-test-2024",
         stop_reason="tool_calls",
     )
     assert server.bodies[0]["tools"] == [
@@ -348,7 +348,10 @@ async def test_invalid_tool_arguments_become_a_tool_error_not_a_crash(
 
     result = await Toolkit([get_weather]).call(call, RuntimeContext())
     assert result.is_error
-    assert "__invalid_arguments__" in result.text
+    assert result.text == (
+        "Error: the arguments of tool 'get_weather' are not a JSON object: '{\"city\": \"Par'; "
+        "call it again with a JSON object that matches its schema"
+    )
 
 
 async def test_options_are_sent_and_per_call_options_win(server: OpenAIServer) -> None:
@@ -365,6 +368,21 @@ async def test_options_are_sent_and_per_call_options_win(server: OpenAIServer) -
 
     body = server.bodies[0]
     assert (body["temperature"], body["max_tokens"], body["top_k"]) == (0.9, 100, 5)
+
+
+async def test_tool_choice_is_sent_only_with_tools(
+    model: OpenAIChatModel, server: OpenAIServer
+) -> None:
+    server.queue_stream([text_chunk("a", finish="stop")])
+    server.queue_stream([text_chunk("b", finish="stop")])
+
+    await collect(model, tools=[WEATHER], tool_choice="none")
+    await collect(model, tool_choice="none")
+
+    with_tools, without = server.bodies
+    assert with_tools["tool_choice"] == "none"
+    assert "tool_choice" not in without
+    assert "tools" not in without
 
 
 def test_options_may_not_replace_fields_the_adapter_sets() -> None:
@@ -389,7 +407,9 @@ async def test_a_stream_without_any_chunk_raises(
 
 
 async def test_non_streaming_mode_yields_one_response(server: OpenAIServer) -> None:
-    model = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", stream=False)
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", stream=False
+    )
     server.queue_json(
         {
             "id": "chatcmpl-1",
@@ -571,7 +591,9 @@ async def test_an_unreachable_server_is_a_model_error() -> None:
 
 
 def test_a_missing_api_key_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"^no OpenAI API key: pass api_key or set OPENAI_API_KEY"):
+    with pytest.raises(
+        ConfigError, match=r"^no OpenAI API key: pass api_key or set OPENAI_API_KEY"
+    ):
         OpenAIChatModel("gpt-test")
 
 
