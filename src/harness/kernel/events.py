@@ -12,6 +12,11 @@ mutable are the points where hooks change what happens next:
 
 Compaction replaces the start of ``memory`` itself and announces it with
 :class:`PreCompact`/:class:`PostCompact`.
+
+Messages are values: a hook that wants a message to read differently replaces it in the list
+(``msg.model_copy(update=...)``) and never edits it in place. The same message objects are in
+memory, in the step's request and in the session store's record of what it saved, so an
+in-place edit would leak into all of them.
 """
 
 from __future__ import annotations

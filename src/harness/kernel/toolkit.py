@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticUserError,
+    ValidationError,
+    create_model,
+)
 
 from harness.context import RuntimeContext
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
@@ -118,7 +125,14 @@ class Tool:
             msg = f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'"
             raise ValueError(msg)
         summary, arg_docs = _parse_docstring(inspect.getdoc(func))
-        hints = get_type_hints(func)
+        try:
+            hints = get_type_hints(func)
+        except NameError as exc:
+            msg = (
+                f"tool {tool_name!r}: cannot resolve its type hints ({exc}); define the types "
+                "it uses at module level"
+            )
+            raise TypeError(msg) from exc
         fields: dict[str, Any] = {}
         context_param: str | None = None
         for param in inspect.signature(func).parameters.values():
@@ -136,8 +150,17 @@ class Tool:
                 if param.default is None:
                     annotation = _strip_none(annotation) | None
                 fields[param.name] = (annotation, Field(default=param.default, description=doc))
-        model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
-        parameters = _clean_schema(model.model_json_schema())
+        try:
+            model = create_model(
+                f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+            )
+            parameters = _clean_schema(model.model_json_schema())
+        except PydanticUserError as exc:
+            msg = (
+                f"tool {tool_name!r}: a parameter type cannot be described as JSON schema "
+                f"({str(exc).splitlines()[0]}); use JSON types, dataclasses or pydantic models"
+            )
+            raise TypeError(msg) from exc
         for prop_name, prop in parameters.get("properties", {}).items():
             if fields[prop_name][1].default is None and "anyOf" in prop:
                 options = [opt for opt in prop.pop("anyOf") if opt.get("type") != "null"]

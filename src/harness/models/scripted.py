@@ -166,10 +166,13 @@ class ScriptedChatModel:
     ) -> AsyncIterator[ChatChunk | ChatResponse]:
         """Answer with the next fitting turn, streaming its text word by word."""
         self.requests.append(list(messages))
-        if self.log_path is not None:
-            line = json.dumps([m.model_dump(mode="json") for m in messages], ensure_ascii=False)
-            await asyncio.to_thread(_append_line, self.log_path, line)
-        turn = self._pick(messages)
+        try:
+            # Chosen before the log write awaits, so concurrent requests get turns in order.
+            turn = self._pick(messages)
+        finally:
+            if self.log_path is not None:
+                line = json.dumps([m.model_dump(mode="json") for m in messages], ensure_ascii=False)
+                await asyncio.to_thread(_append_line, self.log_path, line)
         content: list[ContentBlock] = []
         if turn.text:
             for piece in re.findall(r"\S+\s*|\s+", turn.text):

@@ -589,3 +589,24 @@ def test_sections_after_args_stay_out_of_the_description() -> None:
 
     assert tool.description == "Fetch a page."
     assert tool.schema.parameters["properties"]["url"]["description"] == "The page to fetch."
+
+
+def test_unresolvable_type_hints_name_the_tool() -> None:
+    def uses_missing(item: "Missing") -> str:  # type: ignore[name-defined]  # noqa: F821
+        """Use a type that does not exist."""
+        return "x"
+
+    with pytest.raises(TypeError, match="tool 'uses_missing': cannot resolve its type hints"):
+        Tool.from_function(uses_missing)
+
+
+def test_types_without_a_json_schema_name_the_tool() -> None:
+    class Opaque:
+        pass
+
+    def uses_opaque(item: Opaque) -> str:
+        """Use a type pydantic cannot describe."""
+        return "x"
+
+    with pytest.raises(TypeError, match="tool 'uses_opaque': a parameter type cannot be described"):
+        Tool.from_function(uses_opaque)
