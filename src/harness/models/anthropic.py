@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
-    INVALID_ARGUMENTS_KEY,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -72,6 +71,7 @@ from harness.kernel import (
     Usage,
 )
 from harness.models._overflow import looks_like_context_overflow
+from harness.models._shared import checked_options, nearest_error_class, parse_tool_arguments
 
 if TYPE_CHECKING:
     import anthropic
@@ -142,7 +142,7 @@ class AnthropicChatModel:
             raise ConfigError(msg) from exc
         self._model = model
         self._max_tokens = max_tokens
-        self._options = _checked_options(options or {})
+        self._options = checked_options(options or {}, _RESERVED_OPTIONS)
         self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
@@ -182,7 +182,7 @@ class AnthropicChatModel:
         """
         import anthropic
 
-        body = {**self._options, **_checked_options(options)}
+        body = {**self._options, **checked_options(options, _RESERVED_OPTIONS)}
         max_tokens = int(body.pop("max_tokens", self._max_tokens))
         system, wire_messages = _to_anthropic_messages(messages)
         wire_tools = _to_anthropic_tools(tools)
@@ -331,14 +331,6 @@ def _tool_choice(choice: object) -> object:
     return choice
 
 
-def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    reserved = sorted(_RESERVED_OPTIONS.intersection(options))
-    if reserved:
-        msg = f"options cannot set {', '.join(reserved)}: the adapter sets these fields itself"
-        raise ValueError(msg)
-    return dict(options)
-
-
 # -- answers ------------------------------------------------------------------------------------
 
 
@@ -430,7 +422,7 @@ class _StreamedAnswer:
             elif partial.kind == "thinking":
                 content.append(ThinkingBlock(thinking=text, signature=partial.signature))
             else:
-                tool_input = _parse_input(text, partial.name)
+                tool_input = parse_tool_arguments(text, partial.name)
                 content.append(ToolUseBlock(id=partial.id, name=partial.name, input=tool_input))
         usage = None
         if self.input_tokens is not None and self.output_tokens is not None:
@@ -438,20 +430,6 @@ class _StreamedAnswer:
         return ChatResponse(
             content=content, usage=usage, model=self.model, stop_reason=self.stop_reason
         )
-
-
-def _parse_input(raw: str, tool: str) -> dict[str, Any]:
-    """Parse a tool call's streamed JSON input; text that is not an object is kept, not raised."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    logger.warning("tool call %r has input that is not a JSON object: %.200s", tool, raw)
-    return {INVALID_ARGUMENTS_KEY: raw}
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -462,7 +440,7 @@ def _error_table() -> Mapping[type[Exception], type[ModelError]]:
     """Map each exception class the SDK exports to the Harness class it becomes.
 
     Built on first use because the SDK is imported lazily. Every exported class has its own
-    entry, so a reader sees how each is treated; the MRO walk in :func:`_harness_class` only
+    entry, so a reader sees how each is treated; the MRO walk in :func:`~harness.models._shared.nearest_error_class` only
     matters for the many classes the SDK raises but does not export (they subclass the status
     classes below) and for ones it adds later. ``json.JSONDecodeError`` is here because the SDK
     parses each SSE event with ``json.loads`` and lets a malformed event escape as is, and
@@ -542,19 +520,10 @@ def _map_errors(model: str, base_url: str) -> Iterator[None]:
         raise _translate(exc, model, base_url) from exc
 
 
-def _harness_class(exc_type: type[BaseException]) -> type[ModelError] | None:
-    """Return the Harness class for an SDK exception class: its nearest table entry."""
-    table = _error_table()
-    for cls in exc_type.__mro__:
-        if cls in table:
-            return table[cls]
-    return None
-
-
 def _translate(exc: Exception, model: str, base_url: str) -> ModelError:
     import anthropic
 
-    cls = _harness_class(type(exc)) or ModelError
+    cls = nearest_error_class(type(exc), _error_table()) or ModelError
     body = getattr(exc, "body", None)
     detail = _provider_message(exc, body)
     if cls is ModelError and looks_like_context_overflow(detail, body):

@@ -67,7 +67,6 @@ from openai.types.chat import (
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
-    INVALID_ARGUMENTS_KEY,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -81,6 +80,7 @@ from harness.kernel import (
     new_id,
 )
 from harness.models._overflow import looks_like_context_overflow
+from harness.models._shared import checked_options, nearest_error_class, parse_tool_arguments
 
 __all__ = ["OpenAIChatModel"]
 
@@ -162,7 +162,7 @@ class OpenAIChatModel:
             raise ConfigError(msg)
         self._model = model
         self._stream = stream
-        self._options = _checked_options(options or {})
+        self._options = checked_options(options or {}, _RESERVED_OPTIONS)
         self._client = openai.AsyncOpenAI(
             api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
@@ -200,7 +200,7 @@ class OpenAIChatModel:
             ModelError: Any other failure, including a stream that ended with no data.
 
         """
-        body = {**self._options, **_checked_options(options)}
+        body = {**self._options, **checked_options(options, _RESERVED_OPTIONS)}
         wire_messages = _to_openai_messages(messages)
         wire_tools = _to_openai_tools(tools)
         choice = body.pop("tool_choice", None)  # meaningless, and refused, without tools
@@ -332,14 +332,6 @@ def _to_openai_tools(tools: Sequence[ToolSchema]) -> list[ChatCompletionFunction
     ]
 
 
-def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    reserved = sorted(_RESERVED_OPTIONS.intersection(options))
-    if reserved:
-        msg = f"options cannot set {', '.join(reserved)}: the adapter sets these fields itself"
-        raise ValueError(msg)
-    return dict(options)
-
-
 # -- answers ------------------------------------------------------------------------------------
 
 
@@ -414,26 +406,8 @@ class _StreamedAnswer:
 
 def _tool_use(call_id: str | None, name: str, arguments: str) -> ToolUseBlock:
     return ToolUseBlock(
-        id=call_id or f"call_{new_id()}", name=name, input=_parse_arguments(arguments, name)
+        id=call_id or f"call_{new_id()}", name=name, input=parse_tool_arguments(arguments, name)
     )
-
-
-def _parse_arguments(raw: str, tool: str = "") -> dict[str, Any]:
-    """Parse a tool call's JSON arguments; text that is not a JSON object is kept, not raised.
-
-    Empty text means no arguments. Anything else that does not parse to an object comes back
-    as ``{INVALID_ARGUMENTS_KEY: raw}``, which the toolkit reports to the model as an error.
-    """
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    logger.warning("tool call %r has arguments that are not a JSON object: %.200s", tool, raw)
-    return {INVALID_ARGUMENTS_KEY: raw}
 
 
 def _reasoning_text(delta: object) -> str:
@@ -464,16 +438,8 @@ def _map_errors(model: str, base_url: str) -> Iterator[None]:
         raise _translate(exc, model, base_url) from exc
 
 
-def _harness_class(exc_type: type[BaseException]) -> type[ModelError] | None:
-    """Return the Harness class for an SDK exception class: its nearest `_ERRORS` entry."""
-    for cls in exc_type.__mro__:
-        if cls in _ERRORS:
-            return _ERRORS[cls]
-    return None
-
-
 def _translate(exc: Exception, model: str, base_url: str) -> ModelError:
-    cls = _harness_class(type(exc)) or ModelError
+    cls = nearest_error_class(type(exc), _ERRORS) or ModelError
     body = getattr(exc, "body", None)
     detail = _provider_message(exc, body)
     if cls is ModelError and looks_like_context_overflow(getattr(exc, "code", None), detail, body):

@@ -27,6 +27,7 @@ from harness.kernel import (
     Usage,
 )
 from harness.models import anthropic as adapter
+from harness.models._shared import nearest_error_class
 from harness.models.anthropic import AnthropicChatModel
 
 WEATHER = ToolSchema(
@@ -591,4 +592,4 @@ def test_every_exception_the_sdk_exports_has_an_explicit_entry() -> None:
 def test_classes_resolve_through_their_mro(
     sdk_class: type[BaseException], harness_class: type[ModelError] | None
 ) -> None:
-    assert adapter._harness_class(sdk_class) is harness_class
+    assert nearest_error_class(sdk_class, adapter._error_table()) is harness_class

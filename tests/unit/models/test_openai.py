@@ -27,6 +27,7 @@ from harness.kernel import (
     Usage,
 )
 from harness.models import openai as adapter
+from harness.models._shared import nearest_error_class
 from harness.models.openai import OpenAIChatModel
 
 WEATHER = ToolSchema(
@@ -650,4 +651,4 @@ def test_every_exception_the_sdk_exports_has_an_explicit_entry() -> None:
 def test_classes_resolve_through_their_mro(
     sdk_class: type[BaseException], harness_class: type[ModelError] | None
 ) -> None:
-    assert adapter._harness_class(sdk_class) is harness_class
+    assert nearest_error_class(sdk_class, adapter._ERRORS) is harness_class

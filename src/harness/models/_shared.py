@@ -1,0 +1,59 @@
+"""What the SDK-backed adapters do alike: checking options, reading tool arguments, and
+finding the Harness error class for an SDK exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Set
+from typing import Any
+
+from harness.errors import ModelError
+from harness.kernel import INVALID_ARGUMENTS_KEY
+
+__all__ = ["checked_options", "nearest_error_class", "parse_tool_arguments"]
+
+logger = logging.getLogger("harness.models")
+
+
+def checked_options(options: Mapping[str, Any], reserved: Set[str]) -> dict[str, Any]:
+    """Copy request options, refusing those that would replace fields the adapter sets itself.
+
+    Raises:
+        ValueError: An option names a reserved field.
+    """
+    clashes = sorted(reserved.intersection(options))
+    if clashes:
+        msg = f"options cannot set {', '.join(clashes)}: the adapter sets these fields itself"
+        raise ValueError(msg)
+    return dict(options)
+
+
+def parse_tool_arguments(raw: str, tool: str) -> dict[str, Any]:
+    """Parse a tool call's JSON arguments; text that is not a JSON object is kept, not raised.
+
+    Empty text means no arguments. Anything else that does not parse to an object comes back
+    as ``{INVALID_ARGUMENTS_KEY: raw}``, which the toolkit reports to the model as an error, so
+    the model can try again instead of the call crashing.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    logger.warning("tool call %r has arguments that are not a JSON object: %.200s", tool, raw)
+    return {INVALID_ARGUMENTS_KEY: raw}
+
+
+def nearest_error_class(
+    exc_type: type[BaseException], table: Mapping[type[Exception], type[ModelError]]
+) -> type[ModelError] | None:
+    """The Harness class of the nearest class in ``exc_type``'s MRO that the table lists."""
+    for cls in exc_type.__mro__:
+        if cls in table:
+            return table[cls]
+    return None
