@@ -1,12 +1,14 @@
-"""What the SDK-backed adapters do alike: checking options, reading tool arguments, and
-finding the Harness error class for an SDK exception.
+"""What the SDK-backed adapters do alike.
+
+Checking request options, reading a tool call's arguments, and finding the Harness error class
+for an SDK exception.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import ModelError
@@ -17,7 +19,7 @@ __all__ = ["checked_options", "nearest_error_class", "parse_tool_arguments"]
 logger = logging.getLogger("harness.models")
 
 
-def checked_options(options: Mapping[str, Any], reserved: Set[str]) -> dict[str, Any]:
+def checked_options(options: Mapping[str, Any], reserved: frozenset[str]) -> dict[str, Any]:
     """Copy request options, refusing those that would replace fields the adapter sets itself.
 
     Raises:

@@ -440,7 +440,7 @@ def _error_table() -> Mapping[type[Exception], type[ModelError]]:
     """Map each exception class the SDK exports to the Harness class it becomes.
 
     Built on first use because the SDK is imported lazily. Every exported class has its own
-    entry, so a reader sees how each is treated; the MRO walk in :func:`~harness.models._shared.nearest_error_class` only
+    entry, so a reader sees how each is treated; the MRO walk in ``nearest_error_class`` only
     matters for the many classes the SDK raises but does not export (they subclass the status
     classes below) and for ones it adds later. ``json.JSONDecodeError`` is here because the SDK
     parses each SSE event with ``json.loads`` and lets a malformed event escape as is, and
