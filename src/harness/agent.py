@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -132,7 +132,7 @@ class HarnessAgent:
 
     async def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """Like :meth:`call`, yielding text deltas and tool activity, then the reply."""
         ctx = self._bind(ctx)
         async with self._session_lock(ctx):
