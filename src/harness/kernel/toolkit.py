@@ -257,6 +257,11 @@ class Toolkit:
         self._schemas = None
         return tool
 
+    def tool(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator form of :meth:`register`; returns the function unchanged."""
+        self.register(func)
+        return func
+
     def remove(self, name: str) -> None:
         """Remove a tool; removing an absent tool is not an error."""
         if self._tools.pop(name, None) is not None:
