@@ -19,6 +19,7 @@ from harness.errors import (
 )
 from harness.hooks import WorkspaceContextConfig
 from harness.kernel import Hook, Msg
+from harness.memory import MemoryConfig
 
 __all__ = [
     "AgentInterrupted",
@@ -27,6 +28,7 @@ __all__ = [
     "HarnessAgent",
     "HarnessError",
     "Hook",
+    "MemoryConfig",
     "ModelError",
     "Msg",
     "PathOutsideWorkspace",

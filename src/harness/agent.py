@@ -21,6 +21,8 @@ from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
+    MemoryFlushHook,
+    MemoryMaintenanceHook,
     SessionPersistenceHook,
     WorkspaceContextConfig,
     WorkspaceContextHook,
@@ -35,8 +37,13 @@ from harness.kernel import (
     Tool,
     Toolkit,
 )
+from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
+from harness.memory.flush import MemoryFlushManager
+from harness.memory.maintenance import MemoryMaintenance
+from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.session import SessionStore
+from harness.tools import MemoryTools, SessionTools
 from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
 
 __all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
@@ -66,6 +73,10 @@ class HarnessAgent:
         max_iters: Reasoning steps per call.
         workspace_context: What the workspace section holds; None leaves it out.
         filesystem: A backend read before the local workspace (None: local only).
+        memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
+            it off.
+        memory_model: The model (or spec) that extracts and consolidates memories; the agent's
+            model by default.
         trace: Log every event on the ``harness.trace`` logger.
     """
 
@@ -81,25 +92,59 @@ class HarnessAgent:
         max_iters: int = DEFAULT_MAX_ITERS,
         workspace_context: WorkspaceContextConfig | None = DEFAULT_WORKSPACE_CONTEXT,
         filesystem: WorkspaceFilesystem | None = None,
+        memory: MemoryConfig | None = DEFAULT_MEMORY,
+        memory_model: ChatModel | str | None = None,
         trace: bool = True,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
         self.name = name
-        self._owns_model = isinstance(model, str)
-        self.model: ChatModel = resolve_model(model) if isinstance(model, str) else model
+        # Models built here from a spec are the agent's to close.
+        self._owned: list[ChatModel] = []
+        self.model = self._model(model)
         self.workspace = WorkspaceManager(workspace or default_workspace(), filesystem)
         self.sessions = SessionStore(self.workspace, name)
+        toolkit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
+        toolkit = Toolkit(toolkit.tools)  # a copy: the caller's toolkit is never changed
 
         # The order of registration breaks ties between equal priorities; each hook's own
         # module says why its priority is what it is.
         chain: list[Hook] = []
         if trace:
             chain.append(AgentTraceHook())  # 0: sees every event before anyone changes it
+        self.maintenance: MemoryMaintenance | None = None
+        if memory is not None:
+            memory_llm = self._model(memory_model) if memory_model is not None else self.model
+            self.maintenance = MemoryMaintenance.for_workspace(
+                self.workspace, config=memory, model=memory_llm
+            )
+            flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
+            transcript = TranscriptWriter(self.workspace, name)
+            # 5: facts and transcript written first; 6: then a consolidation is requested
+            chain.append(
+                MemoryFlushHook(
+                    flush=flush if memory.flush else None,
+                    transcript=transcript if memory.offload else None,
+                    maintenance=self.maintenance,
+                )
+            )
+            if memory.auto_consolidate:
+                chain.append(MemoryMaintenanceHook(self.maintenance))
+            if memory.tools:
+                for tool in [
+                    *MemoryTools(self.workspace, self.maintenance).tools(),
+                    *SessionTools(self.workspace, name).tools(),
+                ]:
+                    toolkit.register(tool)
         chain.extend(hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request
             chain.append(
-                WorkspaceContextHook(self.workspace, agent_name=name, config=workspace_context)
+                WorkspaceContextHook(
+                    self.workspace,
+                    agent_name=name,
+                    config=workspace_context,
+                    auto_memory=memory is not None and memory.flush,
+                )
             )
         chain.append(SessionPersistenceHook(self.sessions))  # 900: snapshots the final state
 
@@ -107,7 +152,7 @@ class HarnessAgent:
             name=name,
             model=self.model,
             sys_prompt=sys_prompt,
-            toolkit=tools,
+            toolkit=toolkit,
             hooks=chain,
             max_iters=max_iters,
         )
@@ -145,10 +190,19 @@ class HarnessAgent:
         self.delegate.interrupt()
 
     async def aclose(self) -> None:
-        """Release what the agent owns (the model client, when built from a spec)."""
-        close = getattr(self.model, "aclose", None)
-        if self._owns_model and close is not None:
-            await close()
+        """Stop background work and release what the agent owns.
+
+        The workspace's memory worker stops when its last agent closes; model clients built
+        here from a spec are closed.
+        """
+        if self.maintenance is not None:
+            maintenance, self.maintenance = self.maintenance, None
+            await maintenance.release()
+        for model in self._owned:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+        self._owned.clear()
 
     async def __aenter__(self) -> Self:
         return self
@@ -160,6 +214,13 @@ class HarnessAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    def _model(self, model: ChatModel | str) -> ChatModel:
+        if isinstance(model, str):
+            built = resolve_model(model)
+            self._owned.append(built)
+            return built
+        return model
 
     def _bind(self, ctx: RuntimeContext | None) -> RuntimeContext:
         return (ctx or RuntimeContext()).with_defaults(session_id=DEFAULT_SESSION_ID)

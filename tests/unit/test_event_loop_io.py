@@ -44,6 +44,8 @@ async def test_a_call_does_no_file_io_on_the_loop_thread(workspace: Path) -> Non
 
     model = ScriptedChatModel(
         [
+            {"match": "Extract NEW memories", "text": "- a fact worth keeping", "repeat": True},
+            {"match": "New daily log entries", "text": "- consolidated", "repeat": True},
             {"match": "warm", "text": "ready"},
             {"match": "first", "tool_calls": [{"name": "lookup", "input": {"term": "x"}}]},
             {"text": "answer", "repeat": True},

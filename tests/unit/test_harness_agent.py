@@ -9,7 +9,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from harness import AgentInterrupted, HarnessAgent, Hook, Msg, RuntimeContext, ScriptExhaustedError
+from harness import (
+    AgentInterrupted,
+    HarnessAgent,
+    Hook,
+    MemoryConfig,
+    Msg,
+    RuntimeContext,
+    ScriptExhaustedError,
+)
 from harness.hooks import AgentTraceHook, SessionPersistenceHook, WorkspaceContextHook
 from harness.kernel import (
     ChatChunk,
@@ -56,7 +64,7 @@ def saved_texts(workspace: Path, rel: str) -> list[str]:
 
 async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -> None:
     model = EchoModel(parties=2)
-    agent = HarnessAgent(model=model, workspace=workspace)
+    agent = HarnessAgent(memory=None, model=model, workspace=workspace)
     alice = RuntimeContext(session_id="s-a", user_id="alice")
     bob = RuntimeContext(session_id="s-b", user_id="bob")
     replies = await asyncio.gather(
@@ -82,7 +90,7 @@ async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -
 
 async def test_calls_on_one_session_are_serialized_and_both_kept(workspace: Path) -> None:
     model = ScriptedChatModel([{"text": "first answer"}, {"text": "second answer"}])
-    agent = HarnessAgent(model=model, workspace=workspace)
+    agent = HarnessAgent(memory=None, model=model, workspace=workspace)
     ctx = RuntimeContext(session_id="shared")
     await asyncio.gather(agent.call("one", ctx=ctx), agent.call("two", ctx=ctx))
     texts = saved_texts(workspace, "agents/harness/context/shared")
@@ -92,11 +100,11 @@ async def test_calls_on_one_session_are_serialized_and_both_kept(workspace: Path
 
 async def test_session_restored_by_a_new_agent(workspace: Path) -> None:
     ctx = RuntimeContext(session_id="s1")
-    await HarnessAgent(model=ScriptedChatModel([{"text": "A1"}]), workspace=workspace).call(
-        "Q1", ctx=ctx
-    )
+    await HarnessAgent(
+        memory=None, model=ScriptedChatModel([{"text": "A1"}]), workspace=workspace
+    ).call("Q1", ctx=ctx)
     model = ScriptedChatModel([{"text": "A2"}])
-    await HarnessAgent(model=model, workspace=workspace).call("Q2", ctx=ctx)
+    await HarnessAgent(memory=None, model=model, workspace=workspace).call("Q2", ctx=ctx)
     assert [m.text for m in model.requests[0][1:]] == ["Q1", "A1", "Q2"]
 
 
@@ -110,7 +118,10 @@ async def test_default_session_and_context_reach_hooks(workspace: Path) -> None:
             seen.append(event.ctx)
 
     agent = HarnessAgent(
-        model=ScriptedChatModel([{"text": "x", "repeat": True}]), workspace=workspace, hooks=[Spy()]
+        memory=None,
+        model=ScriptedChatModel([{"text": "x", "repeat": True}]),
+        workspace=workspace,
+        hooks=[Spy()],
     )
     await agent.call("hi")
     await agent.call("hi", ctx=RuntimeContext(user_id="u", extra={"tenant": "t1"}))
@@ -123,22 +134,55 @@ def test_hook_chain_order(workspace: Path) -> None:
         pass
 
     mine = Mine()
-    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, hooks=[mine])
+    agent = HarnessAgent(
+        memory=None, model=ScriptedChatModel([]), workspace=workspace, hooks=[mine]
+    )
     kinds = [type(h) for h in agent.delegate.hooks.hooks]
     assert kinds == [AgentTraceHook, Mine, WorkspaceContextHook, SessionPersistenceHook]
     assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 100, 900, 900]
 
 
+def test_hook_chain_with_memory(workspace: Path) -> None:
+    class Mine(Hook):
+        pass
+
+    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, hooks=[Mine()])
+    kinds = [type(h).__name__ for h in agent.delegate.hooks.hooks]
+    assert kinds == [
+        "AgentTraceHook",
+        "MemoryFlushHook",
+        "MemoryMaintenanceHook",
+        "Mine",
+        "WorkspaceContextHook",
+        "SessionPersistenceHook",
+    ]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 100, 900, 900]
+    names = agent.delegate.toolkit.names
+    for tool in ("memory_search", "memory_get", "memory_save", "session_search", "session_list"):
+        assert tool in names
+
+
+def test_memory_tools_can_be_left_out(workspace: Path) -> None:
+    agent = HarnessAgent(
+        model=ScriptedChatModel([]), workspace=workspace, memory=MemoryConfig(tools=False)
+    )
+    assert not [n for n in agent.delegate.toolkit.names if n.startswith(("memory_", "session_"))]
+
+
 def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
     agent = HarnessAgent(
-        model=ScriptedChatModel([]), workspace=workspace, trace=False, workspace_context=None
+        memory=None,
+        model=ScriptedChatModel([]),
+        workspace=workspace,
+        trace=False,
+        workspace_context=None,
     )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
 
 
 async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_WORKSPACE", str(tmp_path / "envws"))
-    agent = HarnessAgent(model=ScriptedChatModel([{"text": "x"}]))
+    agent = HarnessAgent(memory=None, model=ScriptedChatModel([{"text": "x"}]))
     assert agent.workspace.root == tmp_path / "envws"
     await agent.call("hi")
     assert (
@@ -147,7 +191,7 @@ async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.delenv("HARNESS_WORKSPACE")
     monkeypatch.chdir(tmp_path)
     assert (
-        HarnessAgent(model=ScriptedChatModel([])).workspace.root
+        HarnessAgent(memory=None, model=ScriptedChatModel([])).workspace.root
         == tmp_path / ".harness" / "workspace"
     )
 
@@ -155,13 +199,13 @@ async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.Mo
 async def test_model_spec_string(workspace: Path, tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"text": "from the file"}]}))
-    async with HarnessAgent(model=f"scripted:{script}", workspace=workspace) as agent:
+    async with HarnessAgent(memory=None, model=f"scripted:{script}", workspace=workspace) as agent:
         assert (await agent.call("hi")).text == "from the file"
 
 
 async def test_failed_call_keeps_the_accepted_user_turn(workspace: Path) -> None:
     model = ScriptedChatModel([{"match": "^never$", "text": "x"}])
-    agent = HarnessAgent(model=model, workspace=workspace)
+    agent = HarnessAgent(memory=None, model=model, workspace=workspace)
     with pytest.raises(ScriptExhaustedError):
         await agent.call("please remember this question")
     assert saved_texts(workspace, "agents/harness/context/default") == [
@@ -181,7 +225,7 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
     model = ScriptedChatModel(
         [{"text": "earlier"}, {"tool_calls": [{"name": "slow", "input": {}}]}, {"text": "after"}]
     )
-    agent = HarnessAgent(model=model, workspace=workspace, tools=[slow])
+    agent = HarnessAgent(memory=None, model=model, workspace=workspace, tools=[slow])
     ctx = RuntimeContext(session_id="s")
     await agent.call("first", ctx=ctx)
     task = asyncio.create_task(agent.call("second", ctx=ctx))
@@ -200,7 +244,9 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
 
 
 async def test_stream_yields_deltas_and_persists(workspace: Path) -> None:
-    agent = HarnessAgent(model=ScriptedChatModel([{"text": "two words"}]), workspace=workspace)
+    agent = HarnessAgent(
+        memory=None, model=ScriptedChatModel([{"text": "two words"}]), workspace=workspace
+    )
     items = [item async for item in agent.stream("hi", ctx=RuntimeContext(session_id="st"))]
     assert [i.text for i in items if isinstance(i, TextDelta)] == ["two ", "words"]
     assert isinstance(items[-1], Reply)
@@ -211,7 +257,9 @@ async def test_stream_yields_deltas_and_persists(workspace: Path) -> None:
 async def test_save_failure_after_success_is_logged_not_raised(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    agent = HarnessAgent(model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace)
+    agent = HarnessAgent(
+        memory=None, model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace
+    )
 
     def broken(*args: object) -> None:
         raise OSError("disk full")
@@ -226,7 +274,7 @@ async def test_save_failure_after_success_is_logged_not_raised(
 async def test_save_failure_after_error_is_noted_on_the_error(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace)
+    agent = HarnessAgent(memory=None, model=ScriptedChatModel([]), workspace=workspace)
 
     def broken(*args: object) -> None:
         raise OSError("disk full")
@@ -240,7 +288,9 @@ async def test_save_failure_after_error_is_noted_on_the_error(
 async def test_trace_hook_logs_one_line_per_event(
     workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    agent = HarnessAgent(model=ScriptedChatModel([{"text": "hello there"}]), workspace=workspace)
+    agent = HarnessAgent(
+        memory=None, model=ScriptedChatModel([{"text": "hello there"}]), workspace=workspace
+    )
     with caplog.at_level(logging.INFO, logger="harness.trace"):
         await agent.call("hi", ctx=RuntimeContext(session_id="t1", user_id="ann"))
     lines = [r.getMessage() for r in caplog.records if r.name == "harness.trace"]

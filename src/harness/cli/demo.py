@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 from rich.panel import Panel
@@ -18,7 +19,9 @@ from rich.table import Table
 from harness.agent import HarnessAgent
 from harness.cli._output import out
 from harness.context import RuntimeContext
+from harness.memory import MemoryConfig
 from harness.models import ScriptedChatModel
+from harness.tools import MemoryTools
 from harness.workspace import init_workspace
 
 __all__ = ["DEMO_SCRIPT", "run_demo"]
@@ -39,6 +42,17 @@ DEMO_SCRIPT = {
     "log": "demo-requests.jsonl",
     "turns": [
         {
+            "match": r"Extract NEW memories[\s\S]*How far is a marathon\?",
+            "text": "- Ada asked how far a marathon is: about 42.2 km.",
+        },
+        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+        {
+            "match": "New daily log entries to merge",
+            "text": "# Memory\n\n- The user's name is Ada; she prefers metric units.\n"
+            "- A marathon is about 42.2 km (Ada asked, on her first visit).",
+            "repeat": True,
+        },
+        {
             "match": "(?i)how far",
             "tool_calls": [{"name": "convert_miles", "input": {"miles": 26.2}}],
         },
@@ -46,7 +60,8 @@ DEMO_SCRIPT = {
         {"match": "(?i)what did i ask", "text": "You asked how far a marathon is: 42.2 km."},
     ],
 }
-"""The tour's script: a tool call, its answer, and an answer that needs the restored session."""
+"""The tour's script: the agent's answers (a tool call, the restored session) and the memory
+model's (a flush that keeps a fact, one that finds nothing new, a consolidation)."""
 
 
 def convert_miles(miles: float) -> str:
@@ -60,7 +75,12 @@ def convert_miles(miles: float) -> str:
 
 async def run_demo(workspace: Path | None) -> Path:
     """Run the tour in ``workspace`` (a new temporary directory when None); returns it."""
-    root = workspace or Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-demo-"))
+    if workspace is None:
+        # A workspace inside a fresh directory, so the search index beside it (in the
+        # workspace's parent) is the tour's own too.
+        workspace = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-demo-"))
+        workspace = workspace / "workspace"
+    root = workspace
     await asyncio.to_thread(_prepare, root)
     script = root / "demo-script.json"
     ctx = RuntimeContext(session_id="tour", user_id="ada")
@@ -73,10 +93,14 @@ async def run_demo(workspace: Path | None) -> Path:
         soft_wrap=True,  # a long path stays on one line, whole
     )
 
+    memory = MemoryConfig(auto_consolidate=False)  # the tour consolidates in its own step
     model = ScriptedChatModel.from_file(script)
-    first = HarnessAgent(name="guide", model=model, workspace=root, tools=[convert_miles])
+    first = HarnessAgent(
+        name="guide", model=model, workspace=root, tools=[convert_miles], memory=memory
+    )
     question = "How far is a marathon?"
     reply = await first.call(question, ctx=ctx)
+    await first.aclose()
     request = model.requests[0]
     system = request[0].text if request and request[0].role == "system" else ""
     out.print(
@@ -88,8 +112,7 @@ async def run_demo(workspace: Path | None) -> Path:
     tool_calls = [block for m in await first.sessions.load(ctx) for block in m.tool_uses]
     out.print(
         f"  The model called {tool_calls[0].name}({json.dumps(tool_calls[0].input)}); "
-        "the tool's result "
-        "went back to it and it answered.",
+        "the tool's result went back to it and it answered.",
         highlight=False,
     )
     out.print(
@@ -102,10 +125,12 @@ async def run_demo(workspace: Path | None) -> Path:
 
     # A second agent and model stand for a new process: nothing is shared but the workspace.
     model = ScriptedChatModel.from_file(script)
-    second = HarnessAgent(name="guide", model=model, workspace=root, tools=[convert_miles])
+    second = HarnessAgent(
+        name="guide", model=model, workspace=root, tools=[convert_miles], memory=memory
+    )
     follow_up = "What did I ask you before?"
     reply = await second.call(follow_up, ctx=ctx)
-    restored = len(model.requests[-1]) - 2  # minus the system message and the new question
+    restored = len(model.requests[0]) - 2  # minus the system message and the new question
     out.print(
         Panel(
             f"[bold]you:[/bold] {follow_up}\n[bold]guide:[/bold] {reply.text}",
@@ -117,15 +142,42 @@ async def run_demo(workspace: Path | None) -> Path:
         highlight=False,
     )
 
-    table = Table(title="3. Files in the workspace", show_lines=False)
+    daily = f"users/ada/memory/{datetime.now().astimezone().date().isoformat()}.md"
+    log = await asyncio.to_thread((root / daily).read_text, encoding="utf-8")
+    out.print(Panel(log.strip(), title=f"3. Memory flushed after each call: {daily}"))
+    out.print(
+        "  After each call the memory model extracted new facts into the user's daily log "
+        "(the second call had nothing new: NO_REPLY).\n",
+        highlight=False,
+    )
+
+    maintenance = second.maintenance
+    assert maintenance is not None
+    assert maintenance.consolidator is not None
+    await maintenance.consolidator.consolidate("ada")
+    await maintenance.index_file_for("ada")
+    consolidated = await asyncio.to_thread(
+        (root / "users/ada/MEMORY.md").read_text, encoding="utf-8"
+    )
+    out.print(Panel(consolidated.strip(), title="4. Consolidated into users/ada/MEMORY.md"))
+
+    query = "marathon distance in km"
+    found = await MemoryTools(second.workspace, maintenance).memory_search(query, ctx)
+    out.print(Panel(found, title=f"5. memory_search({query!r}), as the agent sees it"))
+    await second.aclose()
+
+    table = Table(title="6. Files in the workspace", show_lines=False)
     table.add_column("path")
     table.add_column("bytes", justify="right")
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ".lock"):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         table.add_row(path.relative_to(root).as_posix(), str(path.stat().st_size))
     out.print(table)
+    index = root.parent / "memory_index.db"
     out.print(
-        f"\nLook around: {root}\nNext: `harness init`, then `harness chat --model openai:<model>` "
-        "(see the README for a local OpenAI-compatible server).",
+        f"\nThe search index is {index} (a cache: delete it and `harness memory index` "
+        f"rebuilds it).\nLook around: {root}\nNext: `harness init`, then "
+        "`harness chat --model openai:<model>` (see the README for a local OpenAI-compatible "
+        "server).",
         highlight=False,
         markup=False,
         soft_wrap=True,

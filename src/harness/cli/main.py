@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from harness.agent import HarnessAgent, default_workspace
+from harness.cli._common import (
+    ModelOpt,
+    SessionOpt,
+    UserOpt,
+    VerboseOpt,
+    WorkspaceOpt,
+    not_blank,
+    run_async,
+)
 from harness.cli._output import err, out, setup_logging
 from harness.cli.demo import run_demo
+from harness.cli.memory import memory_app
 from harness.context import RuntimeContext
-from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
 from harness.workspace import WorkspaceManager, init_workspace
 
@@ -33,69 +42,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-T = TypeVar("T")
-
-WorkspaceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace",
-        "-w",
-        help="Workspace directory.",
-        # Typer renders help as Rich markup, where a literal "[default: ...]" is eaten as a tag.
-        show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
-    ),
-]
-
-
-def _not_empty(value: str | None) -> str | None:
-    """Reject an empty id as a usage error (RuntimeContext would raise a bare ValueError)."""
-    if value == "":
-        msg = "must not be empty"
-        raise typer.BadParameter(msg)
-    return value
-
-
-def _not_blank(value: str) -> str:
-    """Reject a blank prompt: there is nothing to send, and providers reject empty messages."""
-    if not value.strip():
-        msg = "must not be blank"
-        raise typer.BadParameter(msg)
-    return value
-
-
-SessionOpt = Annotated[
-    str, typer.Option("--session", "-s", help="Session to continue.", callback=_not_empty)
-]
-UserOpt = Annotated[
-    str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=_not_empty)
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="openai:<model>, anthropic:<model> or scripted:<file>.",
-        show_default="$HARNESS_MODEL",
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")
-]
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; turn a Harness error into one line and an exit code."""
-    try:
-        return asyncio.run(coro)
-    except (ConfigError, WorkspaceError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    except HarnessError as exc:
-        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err.print("interrupted; the session keeps every completed turn")
-        raise typer.Exit(130) from None
+app.add_typer(memory_app, name="memory")
 
 
 def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
@@ -135,7 +82,7 @@ def init(
 
 @app.command()
 def run(
-    prompt: Annotated[str, typer.Argument(help="What to ask the agent.", callback=_not_blank)],
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent.", callback=not_blank)],
     workspace: WorkspaceOpt = None,
     session: SessionOpt = "default",
     user: UserOpt = None,

@@ -1,5 +1,7 @@
 """The harness's built-in hooks, one module each; each module says its priority and why."""
 
+from harness.hooks.memory_flush import MemoryFlushHook
+from harness.hooks.memory_maintenance import MemoryMaintenanceHook
 from harness.hooks.session_persistence import SessionPersistenceHook
 from harness.hooks.trace import AgentTraceHook
 from harness.hooks.workspace_context import (
@@ -15,6 +17,8 @@ __all__ = [
     "DEFAULT_REFRESH_SECONDS",
     "DEFAULT_WORKSPACE_CONTEXT",
     "AgentTraceHook",
+    "MemoryFlushHook",
+    "MemoryMaintenanceHook",
     "SessionPersistenceHook",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",

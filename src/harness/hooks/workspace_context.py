@@ -131,7 +131,9 @@ def _fit_memory(memory: str, available_chars: int, notice_hint: str) -> str:
     return shown + ("\n\n" if shown else "") + notice.format(kept=len(shown))
 
 
-def _guidance(root: str, tools: AbstractSet[str], extra_files: Sequence[str]) -> str:
+def _guidance(
+    root: str, tools: AbstractSet[str], extra_files: Sequence[str], *, auto_memory: bool
+) -> str:
     readers = [name for name in ("read_file", "grep_files", "glob_files") if name in tools]
     parts = [
         "## Domain Knowledge\n"
@@ -145,16 +147,31 @@ def _guidance(root: str, tools: AbstractSet[str], extra_files: Sequence[str]) ->
         parts.append(
             "## Memory Recall\n"
             "Before answering about earlier work, decisions, dates, people or preferences, run "
-            f"memory_search over MEMORY.md and memory/*.md{get}. Cite what you use as "
-            "`Source: <path#line>`."
+            f"memory_search over MEMORY.md, memory/*.md and past conversations{get}. "
+            "Cite what you use as `Source: <path#line>`."
         )
-    editors = [name for name in ("edit_file", "write_file") if name in tools]
-    if editors:
-        parts.append(
-            "## Memory Persistence\n"
-            "Keep MEMORY.md current: when you learn a durable fact, decision or preference, add "
-            f"it as one concise bullet with {' or '.join(editors)}, without duplicates."
+    persistence = []
+    if "memory_save" in tools:
+        persistence.append(
+            "When you learn a durable fact, decision or preference, record it with memory_save "
+            "(one self-contained sentence; it goes to today's log, or to a section of MEMORY.md "
+            'with target="MEMORY.md#<Section>"). Do not rewrite MEMORY.md yourself: it is '
+            "consolidated from the daily logs."
         )
+    else:
+        editors = [name for name in ("edit_file", "write_file") if name in tools]
+        if editors:
+            persistence.append(
+                "Keep MEMORY.md current: when you learn a durable fact, decision or preference, "
+                f"add it as one concise bullet with {' or '.join(editors)}, without duplicates."
+            )
+    if auto_memory:
+        persistence.append(
+            "Facts from each conversation are also extracted automatically into memory/ at "
+            "the end of every turn."
+        )
+    if persistence:
+        parts.append("## Memory Persistence\n" + " ".join(persistence))
     injected = ", ".join(["AGENTS.md", "MEMORY.md", "knowledge/KNOWLEDGE.md", *extra_files])
     parts.append(
         f"## Workspace\nYour workspace is {root}. Follow the persona and rules of AGENTS.md."
@@ -187,11 +204,17 @@ class WorkspaceContextHook(Hook):
     events: ClassVar[tuple[type[Event], ...]] = (PreReasoning,)
 
     def __init__(
-        self, workspace: WorkspaceManager, *, agent_name: str, config: WorkspaceContextConfig
+        self,
+        workspace: WorkspaceManager,
+        *,
+        agent_name: str,
+        config: WorkspaceContextConfig,
+        auto_memory: bool = False,
     ) -> None:
         self.workspace = workspace
         self.agent_name = agent_name
         self.config = config
+        self.auto_memory = auto_memory
         self._static = (
             f"OS: {platform.system()} {platform.release()}\nTemp dir: {tempfile.gettempdir()}"
         )
@@ -290,7 +313,7 @@ class WorkspaceContextHook(Hook):
                 (knowledge + "\n\n" if knowledge else "") + "Knowledge files:\n" + "\n".join(listed)
             )
         extra = [path for path in self.config.context_files if text.get(path)]
-        guidance = _guidance(root, tools, extra)
+        guidance = _guidance(root, tools, extra, auto_memory=self.auto_memory)
         head = [
             "<loaded_context>",
             _element("agents_context", text.get(AGENTS_MD, "")),

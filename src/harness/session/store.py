@@ -6,8 +6,8 @@ On disk::
 
 one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
 grew and otherwise rewrites the file atomically (temp file, fsync, rename), so a crash leaves the
-old file or the new one. Saves of one session are serialized within the process by a lock and
-across processes by ``flock`` on a lock file beside the messages. A line that cannot be parsed
+old file or the new one. Loads and saves of one session are serialized, across threads and
+processes, by ``flock`` on a lock file beside the messages. A line that cannot be parsed
 (a torn write, a hand edit) is skipped on load with a warning naming the file and line; the next
 save rewrites the file without it.
 
@@ -22,11 +22,8 @@ or in another process, falls back to parsing or to a full rewrite.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -35,7 +32,7 @@ from pydantic import ValidationError
 from harness.context import RuntimeContext
 from harness.errors import StorageError
 from harness.kernel import Msg
-from harness.workspace import WorkspaceManager, atomic_write, session_dir
+from harness.workspace import WorkspaceManager, atomic_write, file_lock, session_dir
 
 __all__ = ["MESSAGES_FILE", "SessionStore"]
 
@@ -44,7 +41,6 @@ logger = logging.getLogger(__name__)
 MESSAGES_FILE: Final = "messages.jsonl"
 """The file, in a session's directory, holding its messages."""
 
-_LOCK_FILE: Final = ".lock"
 
 
 class SessionStore:
@@ -53,8 +49,6 @@ class SessionStore:
     def __init__(self, workspace: WorkspaceManager, agent: str) -> None:
         self.workspace = workspace
         self.agent = agent
-        self._locks: dict[Path, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
         self._known: dict[Path, tuple[_FileId, tuple[Msg, ...]]] = {}
 
     def path(self, ctx: RuntimeContext) -> Path:
@@ -75,7 +69,7 @@ class SessionStore:
         await asyncio.to_thread(lambda: self._save(self.path(ctx), snapshot))
 
     def _load(self, path: Path) -> list[Msg]:
-        with self._locked(path):
+        with file_lock(path):
             known = self._known.get(path)
             current = _file_id(path)
             if known is not None and known[0] == current:
@@ -110,7 +104,7 @@ class SessionStore:
         return messages, clean
 
     def _save(self, path: Path, messages: tuple[Msg, ...]) -> None:
-        with self._locked(path):
+        with file_lock(path):
             known = self._known.get(path)
             if (
                 known is not None
@@ -124,20 +118,6 @@ class SessionStore:
                 atomic_write(path, _serialize(messages))
             self._known[path] = (_file_id(path), messages)
 
-    @contextmanager
-    def _locked(self, path: Path) -> Iterator[None]:
-        with self._locks_guard:
-            lock = self._locks.setdefault(path, threading.Lock())
-        with lock:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle = (path.parent / _LOCK_FILE).open("a")
-            except OSError as exc:
-                msg = f"cannot lock session directory {path.parent}: {exc.strerror or exc}"
-                raise StorageError(msg) from exc
-            with handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                yield
 
 
 _FileId = tuple[int, int, int] | None

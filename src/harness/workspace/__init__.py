@@ -12,9 +12,19 @@ from harness.workspace.layout import (
     USERS_DIR,
     safe_segment,
     session_dir,
+    user_from_segment,
     user_prefix,
 )
-from harness.workspace.manager import FileText, WorkspaceFilesystem, WorkspaceManager, atomic_write
+from harness.workspace.manager import (
+    FileInfo,
+    FileText,
+    WorkspaceFilesystem,
+    WorkspaceManager,
+    atomic_write,
+    file_lock,
+    locked_append,
+    scoped,
+)
 from harness.workspace.paths import normalize, resolve_inside
 from harness.workspace.skeleton import init_workspace
 
@@ -28,14 +38,19 @@ __all__ = [
     "SKILLS_DIR",
     "SUBAGENTS_DIR",
     "USERS_DIR",
+    "FileInfo",
     "FileText",
     "WorkspaceFilesystem",
     "WorkspaceManager",
     "atomic_write",
+    "file_lock",
     "init_workspace",
+    "locked_append",
     "normalize",
     "resolve_inside",
     "safe_segment",
+    "scoped",
     "session_dir",
+    "user_from_segment",
     "user_prefix",
 ]

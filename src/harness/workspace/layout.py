@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Final
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 __all__ = [
     "AGENTS_DIR",
@@ -35,6 +35,7 @@ __all__ = [
     "USERS_DIR",
     "safe_segment",
     "session_dir",
+    "user_from_segment",
     "user_prefix",
 ]
 
@@ -70,6 +71,12 @@ def safe_segment(name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
         segment = f"{segment[: _MAX_SEGMENT - 17]}-{digest}"
     return segment
+
+
+def user_from_segment(segment: str) -> str | None:
+    """The user id a namespace directory belongs to; None if the name does not round-trip."""
+    user_id = unquote(segment)
+    return user_id if user_id and safe_segment(user_id) == segment else None
 
 
 def user_prefix(user_id: str | None) -> str:

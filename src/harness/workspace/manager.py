@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -28,7 +29,16 @@ from harness.errors import StorageError, WorkspaceError
 from harness.workspace.layout import user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
-__all__ = ["FileText", "WorkspaceFilesystem", "WorkspaceManager"]
+__all__ = [
+    "FileInfo",
+    "FileText",
+    "WorkspaceFilesystem",
+    "WorkspaceManager",
+    "atomic_write",
+    "file_lock",
+    "locked_append",
+    "scoped",
+]
 
 
 @runtime_checkable
@@ -192,12 +202,192 @@ class WorkspaceManager:
 
     async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Write a file atomically in the user's namespace; returns the workspace path written."""
-        target = user_prefix(user_id) + normalize(path)
+        target = scoped(path, user_id)
         try:
             await asyncio.to_thread(atomic_write, self.local_path(target), text.encode("utf-8"))
         finally:
             self.generation += 1
         return target
+
+    # -- one namespace exactly (no fallback to shared files): memory, transcripts, state -------
+
+    async def read_own(self, path: str, user_id: str | None = None) -> str | None:
+        """The text of the file in the user's own namespace; None when it does not exist."""
+        target = scoped(path, user_id)
+        if self.filesystem is not None:
+            text = await self.filesystem.read_text(target)
+            if text is not None:
+                return text
+        return await asyncio.to_thread(_read_or_none, self.local_path(target))
+
+    async def append_text(self, path: str, text: str, user_id: str | None = None) -> str:
+        """Append ``text`` as one whole record; returns the workspace path written.
+
+        Concurrent appenders, threads or processes, never interleave or lose a record.
+        """
+        target = scoped(path, user_id)
+        try:
+            await asyncio.to_thread(locked_append, self.local_path(target), text.encode("utf-8"))
+        finally:
+            self.generation += 1
+        return target
+
+    async def replace_text(
+        self, path: str, text: str, *, expected: str, user_id: str | None = None
+    ) -> bool:
+        """Atomically replace a file, but only if it still holds ``expected`` (``""`` = absent).
+
+        This is the no-clobber rule for rewrites: a writer that read the file, worked on it and
+        comes back finds out whether somebody changed it meanwhile, and then re-reads and redoes
+        its work instead of overwriting the other edit. Returns False on such a conflict.
+        """
+        target = self.local_path(scoped(path, user_id))
+        replaced = await asyncio.to_thread(_compare_and_replace, target, expected, text)
+        if replaced:
+            self.generation += 1
+        return replaced
+
+    async def update_text(
+        self, path: str, transform: Callable[[str], str], user_id: str | None = None
+    ) -> str:
+        """Read, transform and atomically rewrite a file under its lock; returns the new text.
+
+        For short read-modify-write edits (``transform`` must be quick and pure): concurrent
+        updaters, and :meth:`replace_text`, wait for each other, so no edit is lost.
+        """
+        target = self.local_path(scoped(path, user_id))
+
+        def _update() -> str:
+            with file_lock(target):
+                text = transform(_read_or_none(target) or "")
+                atomic_write(target, text.encode("utf-8"))
+                return text
+
+        try:
+            return await asyncio.to_thread(_update)
+        finally:
+            self.generation += 1
+
+    async def list_own(self, directory: str, user_id: str | None = None) -> list[FileInfo]:
+        """The files directly in ``directory`` of the user's namespace, sorted by name.
+
+        Paths are relative to the namespace (``memory/2026-01-02.md``), as the other methods
+        of this group take them.
+        """
+        rel_dir = normalize(directory)
+        return await asyncio.to_thread(self._list_local, rel_dir, scoped(rel_dir, user_id))
+
+    async def list_dirs(self, directory: str, user_id: str | None = None) -> list[str]:
+        """The names of the directories directly in ``directory`` of the user's namespace."""
+        base = self.local_path(scoped(directory, user_id))
+
+        def _dirs() -> list[str]:
+            if not base.is_dir():
+                return []
+            return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+
+        return await asyncio.to_thread(_dirs)
+
+    def _list_local(self, rel_dir: str, directory: str) -> list[FileInfo]:
+        base = self.local_path(directory)
+        if not base.is_dir():
+            return []
+        infos = []
+        for path in sorted(base.iterdir()):
+            if path.is_file() and not path.is_symlink():
+                stat = path.stat()
+                rel = f"{rel_dir}/{path.name}" if rel_dir else path.name
+                infos.append(FileInfo(rel, stat.st_size, stat.st_mtime))
+        return infos
+
+    async def move(self, source: str, target: str, user_id: str | None = None) -> None:
+        """Move a file within the user's namespace, creating the target's directory."""
+        src = self.local_path(scoped(source, user_id))
+        dst = self.local_path(scoped(target, user_id))
+
+        def _move() -> None:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+
+        await asyncio.to_thread(_move)
+        self.generation += 1
+
+    async def delete(self, path: str, user_id: str | None = None) -> None:
+        """Delete a file in the user's namespace; a missing file is not an error."""
+        await asyncio.to_thread(self.local_path(scoped(path, user_id)).unlink, missing_ok=True)
+        self.generation += 1
+
+
+def scoped(path: str, user_id: str | None) -> str:
+    """The workspace path of ``path`` in the user's namespace (the shared path for no user)."""
+    return user_prefix(user_id) + normalize(path)
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """A file's workspace path, size in bytes and modification time (epoch seconds)."""
+
+    path: str
+    size: int
+    modified: float
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on a sidecar lock file (``.<name>.lock``) next to ``path``.
+
+    A sidecar, not the file itself, because atomic rewrites replace the file's inode.
+
+    Raises:
+        StorageError: The lock file cannot be created or locked.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = (path.parent / f".{path.name}.lock").open("a")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except OSError as exc:
+        msg = f"cannot lock {path}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+    with handle:
+        yield
+
+
+def locked_append(path: Path, data: bytes) -> None:
+    """Append ``data`` with one ``write`` under an exclusive lock on the file.
+
+    Raises:
+        StorageError: The file could not be written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        finally:
+            os.close(fd)  # closing releases the lock
+    except OSError as exc:
+        msg = f"cannot append to {path}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+
+
+def _compare_and_replace(path: Path, expected: str, text: str) -> bool:
+    with file_lock(path):
+        current = _read_or_none(path) or ""
+        if current != expected:
+            return False
+        atomic_write(path, text.encode("utf-8"))
+        return True
 
 
 def atomic_write(path: Path, data: bytes) -> None:

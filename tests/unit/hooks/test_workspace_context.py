@@ -181,7 +181,7 @@ async def test_writes_through_the_manager_are_seen_at_the_next_step(workspace: P
         [{"tool_calls": [{"name": "rewrite_persona", "input": {}}]}, {"text": "ok"}]
     )
     agent = HarnessAgent(
-        model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona]
+        memory=None, model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona]
     )
     await agent.call("go", ctx=RuntimeContext(session_id="s"))
     first, second = (request[0].content[-1].text for request in model.requests)  # type: ignore[union-attr]

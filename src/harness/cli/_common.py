@@ -1,0 +1,87 @@
+"""What the commands share: their common options and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from harness.cli._output import err
+from harness.errors import ConfigError, HarnessError, WorkspaceError
+
+__all__ = [
+    "ModelOpt",
+    "SessionOpt",
+    "UserOpt",
+    "VerboseOpt",
+    "WorkspaceOpt",
+    "not_blank",
+    "run_async",
+]
+
+T = TypeVar("T")
+
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Workspace directory.",
+        # Typer renders help as Rich markup, where a literal "[default: ...]" is eaten as a tag.
+        show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
+    ),
+]
+
+
+def not_empty(value: str | None) -> str | None:
+    """Reject an empty id as a usage error (RuntimeContext would raise a bare ValueError)."""
+    if value == "":
+        msg = "must not be empty"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def not_blank(value: str) -> str:
+    """Reject a blank prompt: there is nothing to send, and providers reject empty messages."""
+    if not value.strip():
+        msg = "must not be blank"
+        raise typer.BadParameter(msg)
+    return value
+
+
+SessionOpt = Annotated[
+    str, typer.Option("--session", "-s", help="Session to continue.", callback=not_empty)
+]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=not_empty)
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="openai:<model>, anthropic:<model> or scripted:<file>.",
+        show_default="$HARNESS_MODEL",
+    ),
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")
+]
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; turn a Harness error into one line and an exit code."""
+    try:
+        return asyncio.run(coro)
+    except (ConfigError, WorkspaceError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except HarnessError as exc:
+        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("interrupted; the session keeps every completed turn")
+        raise typer.Exit(130) from None

@@ -1,0 +1,193 @@
+"""``harness memory``: index, search, consolidate and maintain long-term memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from harness.agent import default_workspace
+from harness.cli._common import ModelOpt, UserOpt, VerboseOpt, WorkspaceOpt, run_async
+from harness.cli._output import err, out, setup_logging
+from harness.memory import DEFAULT_MEMORY, MemoryIndex, MemoryMaintenance
+from harness.models import resolve_model
+from harness.workspace import WorkspaceManager
+
+__all__ = ["memory_app"]
+
+memory_app = typer.Typer(
+    help="Long-term memory: the search index, consolidation and upkeep.",
+    no_args_is_help=True,
+)
+
+PLAIN = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+def _workspace(path: Path | None) -> WorkspaceManager:
+    manager = WorkspaceManager(path or default_workspace())
+    manager.check()
+    return manager
+
+
+@asynccontextmanager
+async def _maintenance(
+    workspace: Path | None, model: str | None, *, need_model: bool
+) -> AsyncIterator[MemoryMaintenance]:
+    manager = await asyncio.to_thread(_workspace, workspace)
+    llm = resolve_model(model) if need_model or model else None
+    running = MemoryMaintenance.for_workspace(manager, config=DEFAULT_MEMORY, model=llm)
+    try:
+        yield running
+    finally:
+        await running.release()
+        close = getattr(llm, "aclose", None)
+        if close is not None:
+            await close()
+
+
+@memory_app.command("index")
+def index_command(
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Drop the index and build it anew.")
+    ] = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Bring the search index up to date with the memory files and transcripts.
+
+    The index is one cache for the whole workspace, every user's namespace included, so
+    --user changes nothing here.
+    """
+    setup_logging(verbose)
+
+    async def _index() -> tuple[int, int, int, float]:
+        manager = await asyncio.to_thread(_workspace, workspace)
+        index = MemoryIndex(manager.root.parent)
+        started = time.perf_counter()
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
+            task = progress.add_task("indexing", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            def build() -> tuple[int, int, int]:
+                with index.open():
+                    if rebuild:
+                        stats = index.rebuild(manager.root)
+                    else:
+                        stats = index.index_all_from_workspace(manager.root, progress=advance)
+                    return stats.indexed, stats.skipped, stats.removed
+
+            indexed, skipped, removed = await asyncio.to_thread(build)
+        return indexed, skipped, removed, time.perf_counter() - started
+
+    indexed, skipped, removed, seconds = run_async(_index())
+    out.print(
+        f"Indexed {indexed} files ({skipped} unchanged, {removed} removed) in {seconds:.2f} s",
+        **PLAIN,
+    )
+
+
+@memory_app.command("search")
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=200, help="How many hits.")
+    ] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
+) -> None:
+    """Search long-term memory as the agent's memory_search does, for one user."""
+
+    async def _search() -> list[dict[str, object]]:
+        manager = await asyncio.to_thread(_workspace, workspace)
+        index = MemoryIndex(manager.root.parent)
+
+        def run() -> list[dict[str, object]]:
+            with index.open():
+                hits = index.search(query, limit, user_id=user)
+            return [
+                {"path": h.path, "line_number": h.line_number, "content": h.content, "rank": h.rank}
+                for h in hits
+            ]
+
+        return await asyncio.to_thread(run)
+
+    hits = run_async(_search())
+    if as_json:
+        out.print_json(json.dumps(hits, ensure_ascii=False))
+        return
+    if not hits:
+        out.print(f"No matching memories found for: {query}", **PLAIN)
+        return
+    table = Table("path", "line", "content", "rank")
+    for hit in hits:
+        table.add_row(
+            str(hit["path"]), str(hit["line_number"]), str(hit["content"]), f"{hit['rank']:.3f}"
+        )
+    out.print(table)
+
+
+@memory_app.command("consolidate")
+def consolidate_command(
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Merge the daily logs written since the last run into MEMORY.md (needs a model)."""
+    setup_logging(verbose)
+
+    async def _consolidate() -> str:
+        async with _maintenance(workspace, model, need_model=True) as running:
+            assert running.consolidator is not None
+            result = await running.consolidator.consolidate(user)
+            if result.updated:
+                await running.index_file_for(user)
+                return f"MEMORY.md updated from {len(result.merged)} daily logs"
+            return f"MEMORY.md unchanged: {result.reason}"
+
+    out.print(run_async(_consolidate()), **PLAIN)
+
+
+@memory_app.command("maintain")
+def maintain_command(
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run the maintenance pass now: archive, consolidate, prune, re-index.
+
+    Daily logs past retention move to memory/archive/, memory is consolidated (left out without
+    a model configured), old transcripts are deleted, and the index catches up.
+
+    Maintenance covers every namespace, so --user changes nothing here.
+    """
+    setup_logging(verbose)
+
+    async def _maintain() -> list[str]:
+        has_model = bool(model or os.environ.get("HARNESS_MODEL"))
+        async with _maintenance(workspace, model, need_model=has_model) as running:
+            report = await running.run()
+        return [
+            f"archived {len(report.archived)} daily logs",
+            f"consolidated {', '.join(report.consolidated) or 'nothing'}"
+            + ("" if has_model else " (no model configured)"),
+            f"pruned {len(report.pruned)} transcript files",
+            f"re-indexed {report.indexed_files} files",
+        ]
+
+    for line in run_async(_maintain()):
+        out.print(line, **PLAIN)

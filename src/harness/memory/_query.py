@@ -1,0 +1,133 @@
+"""The query side of the memory index: from any text a person types to an FTS5 expression.
+
+A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when",
+"did", "to") are dropped; irregular verb and noun forms are widened to their siblings ("buy"
+also looks for "bought"), because the ``porter`` stemmer only handles regular endings; and each
+remaining word becomes one *clause*, a quoted phrase restricted to the ``content`` and
+``context`` columns. A run of Chinese, Japanese or Korean becomes clauses over the ``cjk``
+column: its bigrams (minus question words such as 什么 and kana-only bigrams such as ます), or a
+prefix query for a single character. Clauses are OR'ed, so a line needs only one of them and
+BM25 ranks lines that hold more (and rarer) ones first.
+
+Nothing the user types reaches FTS5 syntax: a clause holds only letters, digits and CJK
+characters, always inside double quotes, so ``"``, ``*``, ``:``, ``^``, ``NEAR``, ``AND``,
+parentheses and the like are either dropped or searched as plain words.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from harness.memory._fts import CJK_CHARS
+
+__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of"]
+
+MAX_CLAUSES: Final = 24
+"""At most this many clauses per query: a pasted paragraph searches its first words, and the
+cost of a query stays bounded whatever its length."""
+
+_MAX_WORD: Final = 64
+_LATIN_COLUMNS: Final = "{content context}"
+_TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
+_HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
+
+STOP_WORDS: Final = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before
+    being below between both but by can cannot could couldn d did didn do does doesn doing don
+    down during each even ever few for from further had hadn has hasn have haven having he her
+    here hers herself him himself his how i if in into is isn it its itself just ll m me might
+    more most must mustn my myself no nor not now of off on once only or other ought our ours
+    ourselves out over own re s same shan she should shouldn so some such t than that the their
+    theirs them themselves then there these they this those through to too under until up us ve
+    very was wasn we were weren what whats when where which while who whom whose why will with
+    won would wouldn y you your yours yourself yourselves
+    tell remind recall remember know does anything something please again also
+    """.split()
+)
+"""Question and function words that say nothing about which line answers."""
+
+_CJK_STOP_GRAMS: Final = frozenset(
+    "什么 时候 哪里 哪儿 怎么 为什 多少 哪个 哪些 几时 是否 一下 知道 记得 告诉 "
+    "言っ 教え 覚え 何時 何処 "
+    "언제 어디 무엇 누구 어떻 습니 니까 나요 어요 했어 있어 알려 기억".split()
+)
+
+_IRREGULAR_GROUPS: Final = """
+    become became | begin began begun | break broke broken | bring brought | build built |
+    buy bought | catch caught | choose chose chosen | come came | cost | cut | drink drank drunk |
+    drive drove driven | eat ate eaten | fall fell fallen | feed fed | feel felt | fight fought |
+    find found | fly flew flown | forget forgot forgotten | freeze froze frozen | get got gotten |
+    give gave given | go went gone goes | grow grew grown | hear heard | hide hid hidden |
+    hold held | hurt | keep kept | know knew known | lead led | leave left | lend lent |
+    lose lost | make made | mean meant | meet met | pay paid | quit | read | ride rode ridden |
+    ring rang rung | run ran | say said | see saw seen | sell sold | send sent | shoot shot |
+    sing sang sung | sit sat | sleep slept | speak spoke spoken | spend spent | stand stood |
+    steal stole stolen | swim swam swum | take took taken | teach taught | tell told |
+    think thought | throw threw thrown | understand understood | wake woke woken |
+    wear wore worn | win won | write wrote written |
+    child children | person people | man men | woman women | mouse mice | foot feet |
+    tooth teeth | wife wives | knife knives
+"""
+
+_IRREGULAR: Final[dict[str, tuple[str, ...]]] = {
+    form: tuple(group.split())
+    for group in _IRREGULAR_GROUPS.split("|")
+    for form in group.split()
+    if len(group.split()) > 1
+}
+
+
+def _phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _latin_clauses(words: Sequence[str]) -> list[str]:
+    kept = [w for w in words if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+    if not kept:  # a query made only of stop words ("The Who") still searches its words
+        kept = list(words)
+    expanded: list[str] = []
+    for word in kept:
+        expanded.extend(_IRREGULAR.get(word, (word,)))
+    return [f"{_LATIN_COLUMNS} : {_phrase(w)}" for w in expanded if len(w) <= _MAX_WORD]
+
+
+def _cjk_clauses(run: str) -> list[str]:
+    if len(run) == 1:
+        return [f"cjk : {_phrase(run)} *"]
+    grams = [run[i : i + 2] for i in range(len(run) - 1)]
+    useful = [
+        g for g in grams if g not in _CJK_STOP_GRAMS and not _HIRAGANA_ONLY.fullmatch(g)
+    ] or grams
+    return [f"cjk : {_phrase(g)}" for g in useful]
+
+
+def analyze(text: str) -> list[str]:
+    """The clauses of a query, in order of appearance, without duplicates; ``[]`` if none.
+
+    Never raises: any string, however hostile, yields well-formed clauses or nothing.
+    """
+    normalized = unicodedata.normalize("NFKC", text).casefold()
+    words: list[str] = []
+    clauses: list[str] = []
+    for cjk, word in _TOKEN.findall(normalized):
+        if cjk:
+            clauses.extend(_cjk_clauses(cjk))
+        else:
+            words.append(word)
+    if words:
+        clauses = _latin_clauses(words) + clauses
+    return list(dict.fromkeys(clauses))[:MAX_CLAUSES]
+
+
+def any_of(clauses: Iterable[str]) -> str:
+    """An FTS5 expression matching rows that satisfy at least one clause."""
+    return " OR ".join(f"({clause})" for clause in clauses)
+
+
+def all_of(clauses: Iterable[str]) -> str:
+    """An FTS5 expression matching rows that satisfy every clause."""
+    return " AND ".join(f"({clause})" for clause in clauses)

@@ -1,0 +1,196 @@
+"""Memory flush: durable facts from the newest part of a conversation go to today's daily log.
+
+After a call, the messages of the session that no flush has seen yet are shown to a model along
+with MEMORY.md and today's log ("already known"); what it extracts is appended to
+``memory/YYYY-MM-DD.md`` (local date) as::
+
+    ## Memory Flush — 2026-11-30T09:15:02+00:00
+    - Anna moved to Berlin in March 2026.
+
+``NO_REPLY`` (or nothing) writes nothing. A user's explicit request to remember something
+("remember that ...", "don't forget ...", "记住 ...") is always written, in the user's words,
+whether or not the model picked it up: the flush never depends on the model choosing to write.
+
+Which messages were flushed is kept per session in
+``agents/<agent>/sessions/<session>.flush.json`` (the last message id and its time), so every
+call sends only its new messages, not the whole history. A flush that fails writes nothing and
+leaves that mark where it was: the same messages are flushed at the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Final
+
+from harness.context import RuntimeContext
+from harness.kernel import ChatModel, Msg, TextBlock, complete
+from harness.memory.config import Clock, utc_now
+from harness.memory.render import is_summary, render_conversation
+from harness.memory.transcript import sessions_dir
+from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager, safe_segment
+
+__all__ = [
+    "FLUSH_SYSTEM_PROMPT",
+    "NO_REPLY",
+    "FlushResult",
+    "MemoryFlushManager",
+    "daily_log_path",
+    "explicit_requests",
+]
+
+logger = logging.getLogger(__name__)
+
+NO_REPLY: Final = "NO_REPLY"
+"""The model's answer when a conversation holds nothing worth remembering."""
+
+FLUSH_SYSTEM_PROMPT: Final = f"""\
+You are a memory extraction assistant. From the conversation you are given, extract the facts \
+worth remembering for future conversations with this user, and nothing else.
+
+Output only a markdown bullet list. Each bullet is one concise, self-contained fact with its \
+specifics: names, dates, places, numbers. Extract: the user's preferences and personal \
+information, decisions about projects and their reasons, commitments, deadlines and action \
+items, and who is who. Ignore greetings, small talk, tool invocations and passing status.
+
+You write to today's append-only daily log. MEMORY.md and the log's earlier entries are shown \
+as read-only context: do not restate facts they already hold. If there is nothing new worth \
+remembering, reply exactly {NO_REPLY}."""
+
+_EXPLICIT = re.compile(
+    r"\b(remember|don'?t forget|do not forget|keep in mind|make a note|note that)\b"
+    r"|记住|記住|别忘|別忘|覚えて|忘れないで|기억해",
+    re.IGNORECASE,
+)
+_MAX_EXPLICIT_CHARS: Final = 500
+
+
+def daily_log_path(day: date) -> str:
+    """The workspace-relative daily log of a day (before user scoping)."""
+    return f"{MEMORY_DIR}/{day.isoformat()}.md"
+
+
+def explicit_requests(messages: Sequence[Msg]) -> list[str]:
+    """The user's own words wherever they asked to have something remembered."""
+    found = []
+    for message in messages:
+        if message.role == "user" and not is_summary(message):
+            text = " ".join(message.text.split())
+            if text and _EXPLICIT.search(text):
+                found.append(text[:_MAX_EXPLICIT_CHARS])
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    """What a flush did: the daily log it appended to (None if nothing) and the text."""
+
+    path: str | None
+    text: str
+    messages: int
+
+
+class MemoryFlushManager:
+    """Extracts facts from new messages and appends them to the daily log.
+
+    Args:
+        workspace: Where the daily logs, MEMORY.md and the flush marks live.
+        model: The model that extracts facts (it can differ from the agent's).
+        agent: The agent's name, which places the per-session flush marks.
+        clock: The current time; the daily log is named by its local date.
+    """
+
+    def __init__(
+        self, workspace: WorkspaceManager, model: ChatModel, *, agent: str, clock: Clock = utc_now
+    ) -> None:
+        self.workspace = workspace
+        self.model = model
+        self.agent = agent
+        self.clock = clock
+
+    def today_log(self) -> str:
+        """Today's daily log (local date), before user scoping."""
+        return daily_log_path(self.clock().astimezone().date())
+
+    def mark_path(self, ctx: RuntimeContext) -> str:
+        session = safe_segment(ctx.session_id or "default")
+        return f"{sessions_dir(self.agent)}/{session}.flush.json"
+
+    async def unflushed(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> list[Msg]:
+        """The messages after the session's flush mark (summaries and system messages left out)."""
+        raw = await self.workspace.read_own(self.mark_path(ctx), ctx.user_id)
+        mark: dict[str, str] = {}
+        if raw:
+            try:
+                loaded = json.loads(raw)
+                mark = loaded if isinstance(loaded, dict) else {}
+            except ValueError:
+                logger.warning("ignoring an unreadable flush mark for session %r", ctx.session_id)
+        start = 0
+        last_id = mark.get("last_id")
+        ids = [m.id for m in messages]
+        if last_id in ids:
+            start = ids.index(last_id) + 1
+        elif mark.get("last_time"):
+            since = datetime.fromisoformat(mark["last_time"])
+            start = next((i for i, m in enumerate(messages) if m.timestamp > since), len(messages))
+        return [m for m in messages[start:] if m.role != "system" and not is_summary(m)]
+
+    async def flush(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> FlushResult:
+        """Flush the messages no earlier flush has seen; raises if the model fails."""
+        new = await self.unflushed(ctx, messages)
+        if not new:
+            return FlushResult(None, "", 0)
+        text = await self.extract(ctx, new)
+        path = None
+        if text:
+            stamp = self.clock().astimezone(UTC).isoformat(timespec="seconds")
+            record = f"\n## Memory Flush — {stamp}\n{text}\n"
+            path = await self.workspace.append_text(self.today_log(), record, ctx.user_id)
+        mark = {"last_id": new[-1].id, "last_time": new[-1].timestamp.isoformat()}
+        await self.workspace.write_text(self.mark_path(ctx), json.dumps(mark), ctx.user_id)
+        return FlushResult(path, text, len(new))
+
+    async def extract(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> str:
+        """The bullets to append: the model's extraction plus every explicit request."""
+        conversation = render_conversation(list(messages))
+        bullets = ""
+        if conversation:
+            memory = await self.workspace.read_text(MEMORY_MD, ctx.user_id)
+            today = await self.workspace.read_own(self.today_log(), ctx.user_id)
+            prompt = _flush_prompt(memory, today or "", conversation)
+            response = await complete(
+                self.model,
+                [
+                    Msg(role="system", content=FLUSH_SYSTEM_PROMPT),
+                    Msg(role="user", content=prompt),
+                ],
+            )
+            answer = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
+            if answer and answer != NO_REPLY:
+                bullets = answer
+        extra = [
+            f"- The user asked to remember: {request}"
+            for request in explicit_requests(messages)
+            if request not in bullets
+        ]
+        return "\n".join(part for part in [bullets, *extra] if part)
+
+
+def _flush_prompt(memory: str, today: str, conversation: str) -> str:
+    parts = []
+    if memory.strip():
+        parts.append(f"MEMORY.md (read-only; do NOT restate):\n{memory.strip()}")
+    if today.strip():
+        parts.append(
+            f"Today's daily log so far (your output is appended after it):\n{today.strip()}"
+        )
+    parts.append(
+        "Extract NEW memories from this conversation window (skip anything already covered "
+        f"above):\n{conversation}"
+    )
+    return "\n\n".join(parts)

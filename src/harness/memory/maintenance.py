@@ -1,0 +1,231 @@
+"""Memory maintenance: one worker per workspace per process, off the event loop's hot path.
+
+The worker owns the workspace's search index and runs two kinds of job:
+
+- a consolidation of one user's memory, requested after calls (at most once per
+  ``consolidation_min_gap`` per user, by the process-wide :data:`PROCESS_GATE`, so rebuilding
+  agents does not defeat the throttle) and run in the background, never blocking a call;
+- a full pass every ``maintenance_interval`` (6 h by default; the first one an interval after
+  the worker starts): for the shared namespace and every user's, daily logs older than
+  ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts not
+  written for ``session_retention_days`` are deleted; then the index catches up with the files.
+
+Agents share the worker of their workspace: :meth:`MemoryMaintenance.for_workspace` returns
+the one the process already has (or makes it), nothing starts until the first job, and
+:meth:`release` stops it when its last agent closes. A job in progress when it stops is
+cancelled; every write it makes is atomic, so nothing is left half done. Time decisions use an
+injectable clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import ClassVar
+
+from harness.kernel import ChatModel
+from harness.memory.config import Clock, MemoryConfig, utc_now
+from harness.memory.consolidation import MemoryConsolidator
+from harness.memory.gate import PROCESS_GATE, PeriodicGate
+from harness.memory.index import MemoryIndex
+from harness.memory.transcript import SESSIONS_INDEX
+from harness.workspace import (
+    AGENTS_DIR,
+    MEMORY_DIR,
+    MEMORY_MD,
+    USERS_DIR,
+    WorkspaceManager,
+    scoped,
+    user_from_segment,
+)
+
+__all__ = ["MaintenanceReport", "MemoryMaintenance"]
+
+logger = logging.getLogger(__name__)
+
+ARCHIVE_DIR = f"{MEMORY_DIR}/archive"
+
+
+@dataclass
+class MaintenanceReport:
+    """What a full pass did."""
+
+    archived: list[str] = field(default_factory=list)
+    consolidated: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    indexed_files: int = 0
+
+
+class MemoryMaintenance:
+    """The search index and maintenance worker of one workspace."""
+
+    _running: ClassVar[dict[Path, MemoryMaintenance]] = {}
+
+    def __init__(
+        self,
+        workspace: WorkspaceManager,
+        *,
+        config: MemoryConfig,
+        model: ChatModel | None,
+        index: MemoryIndex | None,
+        gate: PeriodicGate = PROCESS_GATE,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.index = index
+        self.gate = gate
+        self.clock = clock
+        self.consolidator = (
+            MemoryConsolidator(
+                workspace, model, max_memory_tokens=config.max_memory_tokens, clock=clock
+            )
+            if model is not None
+            else None
+        )
+        self._jobs: asyncio.Queue[tuple[str | None]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._holders = 0
+        self._index_open = False
+
+    @classmethod
+    def for_workspace(
+        cls,
+        workspace: WorkspaceManager,
+        *,
+        config: MemoryConfig,
+        model: ChatModel | None,
+        clock: Clock = utc_now,
+    ) -> MemoryMaintenance:
+        """The workspace's worker in this process; pair every call with :meth:`release`.
+
+        The first agent's memory model and configuration serve every agent of the workspace.
+        Nothing starts here: the index opens and the worker starts at the first job.
+        """
+        running = cls._running.get(workspace.root)
+        if running is None:
+            index = MemoryIndex(workspace.root.parent) if config.index else None
+            running = cls(workspace, config=config, model=model, index=index, clock=clock)
+            cls._running[workspace.root] = running
+        running._holders += 1
+        return running
+
+    async def release(self) -> None:
+        """Let go of the worker; the last holder stops it and closes the index."""
+        self._holders -= 1
+        if self._holders > 0:
+            return
+        if self._running.get(self.workspace.root) is self:
+            del self._running[self.workspace.root]
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                await self._worker
+            self._worker = None
+        if self.index is not None and self._index_open:
+            await asyncio.to_thread(self.index.close)
+            self._index_open = False
+
+    async def start(self) -> None:
+        """Open the index and start the worker on the running event loop (idempotent)."""
+        loop = asyncio.get_running_loop()
+        if self.index is not None and not self._index_open:
+            await asyncio.to_thread(self.index.open)
+            self._index_open = True
+        if self._worker is None or self._loop is not loop or self._worker.done():
+            # A worker left on another event loop (closed with it) is replaced, with its queue.
+            self._loop = loop
+            self._jobs = asyncio.Queue()
+            self._worker = loop.create_task(self._work(), name="harness-memory-maintenance")
+
+    async def request_consolidation(self, user_id: str | None) -> bool:
+        """Queue a consolidation of the user's memory unless one ran within the minimum gap."""
+        if self.consolidator is None:
+            return False
+        key = f"consolidate:{self.workspace.root}:{user_id or ''}"
+        if not self.gate.try_claim(key, self.config.consolidation_min_gap):
+            return False
+        await self.start()
+        self._jobs.put_nowait((user_id,))
+        return True
+
+    async def index_file(self, path: str) -> None:
+        """Bring the index up to date with one workspace file (after an append)."""
+        if self.index is None:
+            return
+        await self.start()
+        text = await self.workspace.read_own(path) or ""
+        await self.index.aindex_from_string(path, text)
+
+    async def run(self) -> MaintenanceReport:
+        """One full pass: archive, consolidate, prune every namespace, then re-index."""
+        report = MaintenanceReport()
+        for user_id in await self._namespaces():
+            report.archived += await self._archive(user_id)
+            if self.consolidator is not None:
+                result = await self.consolidator.consolidate(user_id)
+                if result.updated:
+                    report.consolidated.append(user_id or "(shared)")
+            report.pruned += await self._prune(user_id)
+        if self.index is not None:
+            await self.start()
+            stats = await self.index.aindex_all_from_workspace(self.workspace.root)
+            report.indexed_files = stats.indexed
+        return report
+
+    async def _work(self) -> None:
+        interval = self.config.maintenance_interval.total_seconds()
+        loop = asyncio.get_running_loop()
+        due = loop.time() + interval
+        while True:
+            try:
+                job = await asyncio.wait_for(self._jobs.get(), timeout=max(0.0, due - loop.time()))
+            except TimeoutError:
+                job = None
+            try:
+                if job is None:
+                    await self.run()
+                    due = loop.time() + interval
+                elif self.consolidator is not None:
+                    await self.consolidator.consolidate(job[0])
+                    await self.index_file_for(job[0])
+            except Exception:
+                logger.exception("memory maintenance of %s failed", self.workspace.root)
+
+    async def index_file_for(self, user_id: str | None) -> None:
+        """Re-index the user's MEMORY.md (after a consolidation rewrote it)."""
+        await self.index_file(scoped(MEMORY_MD, user_id))
+
+    async def _namespaces(self) -> list[str | None]:
+        users = [user_from_segment(seg) for seg in await self.workspace.list_dirs(USERS_DIR)]
+        return [None, *sorted(u for u in users if u is not None)]
+
+    async def _archive(self, user_id: str | None) -> list[str]:
+        cutoff = self.clock().astimezone().date() - timedelta(days=self.config.daily_retention_days)
+        moved = []
+        for info in await self.workspace.list_own(MEMORY_DIR, user_id):
+            name = info.path.rsplit("/", 1)[-1]
+            try:
+                day = date.fromisoformat(name.removesuffix(".md"))
+            except ValueError:
+                continue
+            if name.endswith(".md") and day < cutoff:
+                await self.workspace.move(info.path, f"{ARCHIVE_DIR}/{name}", user_id)
+                moved.append(info.path)
+        return moved
+
+    async def _prune(self, user_id: str | None) -> list[str]:
+        cutoff = (self.clock() - timedelta(days=self.config.session_retention_days)).timestamp()
+        pruned = []
+        for agent in await self.workspace.list_dirs(AGENTS_DIR, user_id):
+            sessions = f"{AGENTS_DIR}/{agent}/sessions"
+            for info in await self.workspace.list_own(sessions, user_id):
+                if not info.path.endswith(SESSIONS_INDEX) and info.modified < cutoff:
+                    await self.workspace.delete(info.path, user_id)
+                    pruned.append(info.path)
+        return pruned

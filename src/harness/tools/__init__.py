@@ -1,0 +1,6 @@
+"""The harness's built-in tools, one module per family."""
+
+from harness.tools.memory import MemoryTools
+from harness.tools.sessions import SessionTools
+
+__all__ = ["MemoryTools", "SessionTools"]

@@ -1,0 +1,192 @@
+"""The memory tools: search, read and save long-term memory, in the caller's namespace.
+
+- ``memory_search(query, limit?)``: the search index (keyword scan without one) over MEMORY.md,
+  the daily logs and session transcripts; one ``Source: <path>#<line>: <text>`` line per hit.
+- ``memory_get(path, start_line?, end_line?)``: numbered lines (``<n>|<text>``) of MEMORY.md or
+  a daily log; no other file.
+- ``memory_save(fact, target?)``: appends a fact to today's daily log, or as a bullet to a
+  section of MEMORY.md (``target="MEMORY.md#Section"``), read, changed and rewritten under the
+  file's lock so that no concurrent edit is lost.
+
+Paths shown to the model are relative to the caller's namespace, as the tools take them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any, Final
+
+from harness.context import RuntimeContext
+from harness.errors import PathOutsideWorkspace
+from harness.memory.config import Clock, utc_now
+from harness.memory.flush import daily_log_path
+from harness.memory.maintenance import MemoryMaintenance
+from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager, scoped, user_prefix
+from harness.workspace.paths import normalize
+
+__all__ = ["MemoryTools"]
+
+DEFAULT_SEARCH_LIMIT: Final = 10
+MAX_SEARCH_LIMIT: Final = 50
+MAX_GET_LINES: Final = 400
+_MEMORY_FILE = re.compile(rf"^(?:{re.escape(MEMORY_MD)}|{MEMORY_DIR}/(?:archive/)?[^/]+\.md)$")
+
+
+class MemoryTools:
+    """memory_search, memory_get and memory_save bound to one workspace."""
+
+    def __init__(
+        self,
+        workspace: WorkspaceManager,
+        maintenance: MemoryMaintenance | None,
+        *,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.workspace = workspace
+        self.maintenance = maintenance
+        self.clock = clock
+
+    def tools(self) -> list[Callable[..., Any]]:
+        return [self.memory_search, self.memory_get, self.memory_save]
+
+    async def memory_search(self, query: str, ctx: RuntimeContext, limit: int | None = None) -> str:
+        """Search long-term memory: MEMORY.md, the daily logs and past conversations.
+
+        Ask in plain words ("when did Anna move to Berlin"); any language works.
+
+        Args:
+            query: What to look for.
+            limit: How many lines to return (default 10, at most 50).
+        """
+        if not query.strip():
+            return "No query provided"
+        count = max(1, min(limit or DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT))
+        index = self.maintenance.index if self.maintenance is not None else None
+        if index is not None:
+            await self.maintenance.start()  # type: ignore[union-attr]
+            hits = [
+                (self._relative(h.path, ctx), h.line_number, h.content)
+                for h in await index.asearch(query, count, user_id=ctx.user_id)
+            ]
+        else:
+            hits = await self._scan(query, count, ctx)
+        if not hits:
+            return f"No matching memories found for: {query}"
+        lines = [f"Source: {path}#{number}: {content}" for path, number, content in hits]
+        return f"Found {len(hits)} matches:\n\n" + "\n".join(lines)
+
+    async def memory_get(
+        self,
+        path: str,
+        ctx: RuntimeContext,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> str:
+        """Read lines of MEMORY.md or a daily log (memory/YYYY-MM-DD.md), numbered.
+
+        Args:
+            path: The file, as memory_search shows it.
+            start_line: First line to show, 1-based (default 1).
+            end_line: Last line to show, inclusive (default: the end, at most 400 lines).
+        """
+        try:
+            rel = normalize(path)
+        except PathOutsideWorkspace:
+            return f"Error: path traversal not allowed: {path}"
+        if not rel:
+            return "Error: path is required"
+        if not _MEMORY_FILE.match(rel):
+            return f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
+        text = await self.workspace.read_own(rel, ctx.user_id)
+        if not text:
+            return f"Error: file not found: {path}"
+        lines = text.splitlines()
+        first = max(start_line or 1, 1)
+        if first > len(lines):
+            return f"Error: start_line {first} exceeds file length {len(lines)}"
+        last = min(end_line or len(lines), len(lines), first + MAX_GET_LINES - 1)
+        numbered = [f"{n}|{lines[n - 1]}" for n in range(first, last + 1)]
+        if last < len(lines) and end_line is None:
+            numbered.append(f"... ({len(lines) - last} more lines; pass start_line={last + 1})")
+        return "\n".join(numbered)
+
+    async def memory_save(self, fact: str, ctx: RuntimeContext, target: str | None = None) -> str:
+        """Save a durable fact to long-term memory.
+
+        Args:
+            fact: The fact, one self-contained sentence.
+            target: "daily" (default: today's log) or "MEMORY.md#<Section>" to add it as a
+                bullet under that section of MEMORY.md.
+        """
+        fact = " ".join(fact.split())
+        if not fact:
+            return "Error: fact is empty"
+        if target is None or target.strip().lower() in ("", "daily"):
+            now = self.clock()
+            stamp = now.astimezone(UTC).isoformat(timespec="seconds")
+            rel = daily_log_path(now.astimezone().date())
+            written = await self.workspace.append_text(
+                rel, f"\n## Memory Save — {stamp}\n- {fact}\n", ctx.user_id
+            )
+            await self._index(written)
+            return f"Saved to {rel}"
+        file, _, section = target.partition("#")
+        if file.strip().lstrip("/") != MEMORY_MD:
+            return f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
+        section = section.strip() or "Notes"
+        # Under MEMORY.md's lock: a concurrent save or consolidation never loses this bullet
+        # (a consolidation that read the file before it notices and merges again).
+        await self.workspace.update_text(
+            MEMORY_MD, lambda current: add_bullet(current, section, fact), ctx.user_id
+        )
+        await self._index(scoped(MEMORY_MD, ctx.user_id))
+        return f"Saved to MEMORY.md (section {section})"
+
+    async def _index(self, path: str) -> None:
+        if self.maintenance is not None:
+            await self.maintenance.index_file(path)
+
+    @staticmethod
+    def _relative(path: str, ctx: RuntimeContext) -> str:
+        prefix = user_prefix(ctx.user_id)
+        return path[len(prefix) :] if prefix and path.startswith(prefix) else path
+
+    async def _scan(
+        self, query: str, limit: int, ctx: RuntimeContext
+    ) -> list[tuple[str, int, str]]:
+        """Keyword fallback without an index: lines holding any word of the query."""
+        words = [w.lower() for w in re.findall(r"\w+", query) if len(w) > 1] or [query.lower()]
+        files = [MEMORY_MD] + [
+            info.path
+            for info in await self.workspace.list_own(MEMORY_DIR, ctx.user_id)
+            if info.path.endswith(".md")
+        ]
+        scored: list[tuple[int, str, int, str]] = []
+        for rel in files:
+            text = await self.workspace.read_own(rel, ctx.user_id) or ""
+            for number, line in enumerate(text.splitlines(), start=1):
+                low = line.lower()
+                score = sum(word in low for word in words)
+                if score and line.strip():
+                    scored.append((score, rel, number, line.strip()))
+        scored.sort(key=lambda hit: -hit[0])
+        return [(rel, number, line) for _, rel, number, line in scored[:limit]]
+
+
+def add_bullet(text: str, section: str, fact: str) -> str:
+    """Add ``- fact`` at the end of the ``## section`` of a markdown file (made if missing)."""
+    lines = text.splitlines()
+    heading = re.compile(rf"^#{{1,6}}\s+{re.escape(section)}\s*$", re.IGNORECASE)
+    start = next((i for i, line in enumerate(lines) if heading.match(line)), None)
+    if start is None:
+        body = text.rstrip()
+        return f"{body}\n\n## {section}\n- {fact}\n" if body else f"## {section}\n- {fact}\n"
+    end = next(
+        (i for i in range(start + 1, len(lines)) if re.match(r"^#{1,6}\s", lines[i])), len(lines)
+    )
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    lines.insert(end, f"- {fact}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,130 @@
+"""Memory through HarnessAgent: flush, transcript, index and the memory tools together."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from harness import HarnessAgent, MemoryConfig, RuntimeContext
+from harness.memory import MemoryMaintenance
+from harness.models import ScriptedChatModel
+
+FLUSH = "Extract NEW memories"
+
+
+def script(*turns: dict[str, object]) -> ScriptedChatModel:
+    return ScriptedChatModel(list(turns))  # type: ignore[arg-type]
+
+
+async def test_a_flushed_fact_is_found_by_memory_search_in_a_later_call(workspace: Path) -> None:
+    memory_model = script(
+        {"match": f"{FLUSH}[\\s\\S]*Berlin", "text": "- Anna moved to Berlin in March 2026."},
+        {"match": FLUSH, "text": "NO_REPLY", "repeat": True},
+    )
+    agent_model = script(
+        {"match": "^Anna moved", "text": "Noted."},
+        {
+            "match": "When did",
+            "tool_calls": [
+                {"name": "memory_search", "input": {"query": "When did Anna move to Berlin?"}}
+            ],
+        },
+        {"match": "Source: ", "text": "In March 2026."},
+    )
+    alice = RuntimeContext(session_id="s1", user_id="alice")
+    async with HarnessAgent(
+        model=agent_model,
+        memory_model=memory_model,
+        workspace=workspace,
+        memory=MemoryConfig(auto_consolidate=False),
+    ) as agent:
+        await agent.call("Anna moved to Berlin last March.", ctx=alice)
+        reply = await agent.call(
+            "When did Anna move?", ctx=RuntimeContext(session_id="s2", user_id="alice")
+        )
+    assert reply.text == "In March 2026."
+    tool_result = agent_model.requests[-1][-1].tool_results[0].text
+    assert tool_result.startswith("Found ")
+    assert "- Anna moved to Berlin in March 2026." in tool_result
+    assert "Source: memory/" in tool_result  # shown relative to the user's namespace
+    # every flush request went to the memory model, none to the agent's
+    assert all(FLUSH not in r[-1].text for r in agent_model.requests)
+    assert sum(FLUSH in r[-1].text for r in memory_model.requests) == 2
+    sessions = workspace / "users" / "alice" / "agents" / "harness" / "sessions"
+    assert (sessions / "s1.jsonl").exists()
+    assert (sessions / "s2.log.jsonl").exists()
+    assert (workspace.parent / "memory_index.db").exists()
+
+
+async def test_one_users_memories_never_reach_another(workspace: Path) -> None:
+    memory_model = script(
+        {"match": f"{FLUSH}[\\s\\S]*passport", "text": "- Alice's passport number is X1234."},
+        {"match": FLUSH, "text": "NO_REPLY", "repeat": True},
+    )
+    agent_model = script(
+        {"match": "passport number is", "text": "Saved."},
+        {
+            "match": "What is",
+            "tool_calls": [{"name": "memory_search", "input": {"query": "passport number"}}],
+        },
+        {"match": "memories|Found", "text": "done", "repeat": True},
+    )
+    async with HarnessAgent(
+        model=agent_model,
+        memory_model=memory_model,
+        workspace=workspace,
+        memory=MemoryConfig(auto_consolidate=False),
+    ) as agent:
+        await agent.call("My passport number is X1234.", ctx=RuntimeContext(user_id="alice"))
+        await agent.call("What is my passport number?", ctx=RuntimeContext(user_id="bob"))
+    result = agent_model.requests[-1][-1].tool_results[0].text
+    assert result == "No matching memories found for: passport number"
+
+
+async def test_a_failing_flush_never_fails_the_call(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent_model = script({"text": "hello", "repeat": True})
+    memory_model = script()  # every flush request fails: no turn fits
+    async with HarnessAgent(
+        model=agent_model, memory_model=memory_model, workspace=workspace
+    ) as agent:
+        with caplog.at_level(logging.WARNING):
+            reply = await agent.call("hi there")
+    assert reply.text == "hello"
+    assert "memory flush for session 'default' failed, will retry next call" in caplog.text
+    # the transcript is still written
+    assert (workspace / "agents" / "harness" / "sessions" / "default.jsonl").exists()
+
+
+async def test_agents_of_one_workspace_share_one_worker_until_the_last_closes(
+    workspace: Path,
+) -> None:
+    first = HarnessAgent(model=script(), workspace=workspace)
+    second = HarnessAgent(model=script(), workspace=workspace)
+    assert first.maintenance is second.maintenance
+    shared = first.maintenance
+    assert shared is not None
+    await first.aclose()
+    assert MemoryMaintenance._running.get(workspace.absolute()) is shared
+    await second.aclose()
+    assert workspace.absolute() not in MemoryMaintenance._running
+
+
+async def test_guidance_mentions_only_enabled_memory_features(workspace: Path) -> None:
+    model = script({"text": "ok", "repeat": True}, {"match": FLUSH, "text": "NO_REPLY"})
+    async with HarnessAgent(model=model, workspace=workspace) as agent:
+        await agent.call("hi")
+    system = model.requests[0][0].text
+    assert "## Memory Recall" in system
+    assert "memory_save" in system
+    assert "extracted automatically" in system
+    off = script({"text": "ok"})
+    async with HarnessAgent(model=off, workspace=workspace, memory=None) as agent:
+        await agent.call("hi", ctx=RuntimeContext(session_id="other"))
+    system = off.requests[0][0].text
+    assert "## Memory Recall" not in system
+    assert "memory_save" not in system
+    assert "extracted automatically" not in system

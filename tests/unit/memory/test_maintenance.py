@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from _models import FunctionModel
+
+from harness.kernel import Msg
+from harness.memory import MemoryConfig, MemoryMaintenance, PeriodicGate
+from harness.workspace import WorkspaceManager
+
+NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
+
+
+def echo_merge(messages: list[Msg]) -> str:
+    return "\n".join(line for line in messages[1].text.splitlines() if line.startswith("- "))
+
+
+def make(workspace: Path, model: FunctionModel | None, **config: object) -> MemoryMaintenance:
+    running = MemoryMaintenance(
+        WorkspaceManager(workspace),
+        config=MemoryConfig(index=False, **config),  # type: ignore[arg-type]
+        model=model,
+        index=None,
+        gate=PeriodicGate(lambda: NOW),
+        clock=lambda: NOW,
+    )
+    running._holders = 1
+    return running
+
+
+def touch(path: Path, text: str, when: datetime) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+async def test_full_pass_archives_consolidates_and_prunes_every_namespace(workspace: Path) -> None:
+    old_day = (NOW - timedelta(days=91)).date().isoformat()
+    recent_day = (NOW - timedelta(days=3)).date().isoformat()
+    touch(workspace / "memory" / f"{old_day}.md", "- ancient", NOW - timedelta(days=91))
+    touch(workspace / "memory" / f"{recent_day}.md", "- recent shared", NOW - timedelta(days=3))
+    touch(workspace / "memory" / "notes.md", "- not a date", NOW - timedelta(days=400))
+    alice = workspace / "users" / "alice"
+    touch(alice / "memory" / f"{recent_day}.md", "- alice fact", NOW - timedelta(days=3))
+    sessions = alice / "agents" / "bot" / "sessions"
+    touch(sessions / "old.jsonl", "{}", NOW - timedelta(days=181))
+    touch(sessions / "old.log.jsonl", "{}", NOW - timedelta(days=181))
+    touch(sessions / "new.jsonl", "{}", NOW - timedelta(days=1))
+    touch(sessions / "sessions.json", "{}", NOW - timedelta(days=365))
+
+    report = await make(workspace, FunctionModel(echo_merge)).run()
+
+    assert report.archived == [f"memory/{old_day}.md"]
+    assert (workspace / "memory" / "archive" / f"{old_day}.md").read_text() == "- ancient"
+    assert (workspace / "memory" / "notes.md").exists()
+    assert sorted(report.consolidated) == ["(shared)", "alice"]
+    assert (workspace / "MEMORY.md").read_text() == "- recent shared\n- not a date\n"
+    assert (alice / "MEMORY.md").read_text() == "- alice fact\n"
+    assert sorted(report.pruned) == [
+        "agents/bot/sessions/old.jsonl",
+        "agents/bot/sessions/old.log.jsonl",
+    ]
+    assert (sessions / "new.jsonl").exists()
+    assert (sessions / "sessions.json").exists()
+
+
+async def test_consolidation_requests_are_throttled_per_user(workspace: Path) -> None:
+    touch(workspace / "memory" / "2026-06-29.md", "- fact", NOW)
+    model = FunctionModel(echo_merge)
+    running = make(workspace, model)
+    try:
+        assert await running.request_consolidation("alice") is True
+        assert await running.request_consolidation("alice") is False
+        assert await running.request_consolidation("bob") is True
+        assert await running.request_consolidation(None) is True
+        for _ in range(100):
+            if (workspace / "MEMORY.md").exists():
+                break
+            await asyncio.sleep(0.01)
+        assert (workspace / "MEMORY.md").read_text() == "- fact\n"  # ran in the background
+    finally:
+        await running.release()
+    assert running._worker is None
+
+
+async def test_without_a_model_nothing_is_requested(workspace: Path) -> None:
+    running = make(workspace, None)
+    assert await running.request_consolidation("alice") is False
+    await running.release()
+
+
+async def test_the_worker_is_shared_per_workspace_and_stops_with_its_last_holder(
+    workspace: Path,
+) -> None:
+    ws = WorkspaceManager(workspace)
+    config = MemoryConfig(index=False)
+    first = MemoryMaintenance.for_workspace(ws, config=config, model=None)
+    second = MemoryMaintenance.for_workspace(WorkspaceManager(workspace), config=config, model=None)
+    assert first is second
+    await first.start()
+    worker = first._worker
+    assert worker is not None
+    await first.release()
+    assert not worker.done()
+    await second.release()
+    assert worker.done()
+    third = MemoryMaintenance.for_workspace(ws, config=config, model=None)
+    assert third is not first
+    await third.release()
