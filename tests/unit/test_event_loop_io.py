@@ -1,16 +1,21 @@
 """No file I/O on the event loop's thread during a call (DESIGN.md §5).
 
 An audit hook records the file-system events Python raises (open, listdir, scandir, mkdir,
-rename, remove, ...) together with the thread that raised them; a whole HarnessAgent call, with
-workspace files to inject and a session to restore and save, must raise none on the loop thread.
+rename, remove, ...) and wrappers around ``os.stat``/``os.lstat`` (which path resolution uses)
+record theirs, each with the thread it ran on; a whole HarnessAgent call, with workspace files
+to inject, a session to restore and save, and memory to flush, offload and index, must do none
+of it on the loop thread.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness import HarnessAgent, RuntimeContext
 from harness.models import ScriptedChatModel
@@ -27,7 +32,20 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 sys.addaudithook(_audit)  # audit hooks cannot be removed; this one records only when switched on
 
 
-async def test_a_call_does_no_file_io_on_the_loop_thread(workspace: Path) -> None:
+def _watch(name: str, real: Any) -> Any:
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        _audit(name, args)
+        return real(*args, **kwargs)
+
+    return watched
+
+
+async def test_a_call_does_no_file_io_on_the_loop_thread(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _WATCHED.update({"os.stat", "os.lstat"})
+    monkeypatch.setattr(os, "stat", _watch("os.stat", os.stat))
+    monkeypatch.setattr(os, "lstat", _watch("os.lstat", os.lstat))
     (workspace / "AGENTS.md").write_text("persona")
     (workspace / "MEMORY.md").write_text("- a fact")
     (workspace / "knowledge").mkdir()

@@ -116,6 +116,8 @@ def search_command(
 
         def run() -> list[dict[str, object]]:
             with index.open():
+                # The index is a cache: catch up first (unchanged files cost a stat each).
+                index.index_all_from_workspace(manager.root)
                 hits = index.search(query, limit, user_id=user)
             return [
                 {"path": h.path, "line_number": h.line_number, "content": h.content, "rank": h.rank}

@@ -105,18 +105,21 @@ def _append(rows: list[Row], number: int, text: str, context: str) -> None:
 
 def _markdown_rows(rel_path: str, text: str) -> list[Row]:
     day = _date_words(rel_path)
-    heading = ""
+    context = day
     rows: list[Row] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line:
             continue
-        if line.startswith("#"):
+        if line[0] == "#":
             title = line.lstrip("#").strip()
             heading = "" if _FLUSH_HEADING.match(title) else title
             _append(rows, number, line, day)
-            continue
-        _append(rows, number, line, f"{day} {heading}".strip() if heading else day)
+            context = f"{day} {heading}".strip()
+        elif len(line) <= MAX_ROW_CHARS and line.isascii():  # the common case, kept cheap
+            rows.append((number, line, "", context))
+        else:
+            _append(rows, number, line, context)
     return rows
 
 

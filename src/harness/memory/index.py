@@ -124,6 +124,14 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+def _id_range(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The lowest and highest row id (two index lookups; ``min(), max()`` together would scan)."""
+    low, high = conn.execute(
+        "SELECT (SELECT min(id) FROM memory_lines), (SELECT max(id) FROM memory_lines)"
+    ).fetchone()
+    return low, high
+
+
 def _scan(workspace: Path) -> dict[str, tuple[int, int]]:
     """Workspace path -> (size, mtime_ns) of every indexable file (symbolic links skipped)."""
     found: dict[str, tuple[int, int]] = {}
@@ -319,7 +327,7 @@ class MemoryIndex:
         """Forget a file's rows."""
         path = normalize(rel_path)
         with self.atomic() as conn:
-            self._delete_rows(conn, path)
+            self._delete_rows(conn, [path])
             conn.execute("DELETE FROM memory_files WHERE path = ?", (path,))
 
     def index_all_from_workspace(
@@ -372,9 +380,8 @@ class MemoryIndex:
             conn.executemany(
                 "UPDATE memory_files SET size = ?, mtime_ns = ? WHERE path = ?", touched
             )
-            for path in gone:
-                self._delete_rows(conn, path)
-                conn.execute("DELETE FROM memory_files WHERE path = ?", (path,))
+            self._delete_rows(conn, gone)
+            conn.executemany("DELETE FROM memory_files WHERE path = ?", [(p,) for p in gone])
             if rows >= _OPTIMIZE_ROWS:  # merge the many segments of a big load into one
                 conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
         embedded = self._backfill_vectors()
@@ -396,53 +403,56 @@ class MemoryIndex:
         return self.index_all_from_workspace(workspace)
 
     def _write(self, files: Sequence[_Pending]) -> int:
-        """Replace the rows of several files in one transaction; returns the rows written."""
+        """Replace the rows of several files in one transaction; returns the rows written.
+
+        Each statement that writes the FTS table makes FTS5 flush a segment, so a batch is
+        one delete statement and one insert statement for all its files together.
+        """
         if not files:
             return 0
         vectors = self._embed([row[1] for _, rows, *_ in files for row in rows])
-        written = 0
+        lines: list[tuple[Any, ...]] = []
         with self.atomic() as conn:
-            for path, rows, digest, size, mtime in files:
-                self._delete_rows(conn, path)
-                (first,) = conn.execute(
-                    "SELECT coalesce(max(id), 0) + 1 FROM memory_lines"
-                ).fetchone()
-                owner = _owner(path)
+            self._delete_rows(conn, [path for path, *_ in files])
+            (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_lines").fetchone()
+            for path, rows, *_ in files:
+                owner, base = _owner(path), first + len(lines)
+                lines += [(base + i, path, owner, n, c, g, x) for i, (n, c, g, x) in enumerate(rows)]
+            conn.executemany(
+                "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                lines,
+            )
+            conn.execute(
+                f"INSERT INTO {FTS_TABLE} (rowid, content, cjk, context) "
+                "SELECT id, content, cjk, context FROM memory_lines WHERE id >= ?",
+                (first,),
+            )
+            if vectors is not None:
                 conn.executemany(
-                    "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, "
-                    "context) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(first + i, path, owner, *row) for i, row in enumerate(rows)],
+                    "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
+                    [(first + i, blob) for i, blob in enumerate(vectors)],
                 )
-                conn.execute(
-                    f"INSERT INTO {FTS_TABLE} (rowid, content, cjk, context) "
-                    "SELECT id, content, cjk, context FROM memory_lines WHERE id >= ?",
-                    (first,),
-                )
-                if vectors is not None:
-                    conn.executemany(
-                        "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
-                        [(first + i, vectors[written + i]) for i in range(len(rows))],
-                    )
-                conn.execute(
-                    "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, "
-                    "rows) VALUES (?, ?, ?, ?, ?, ?)",
-                    (path, owner, size, mtime, digest, len(rows)),
-                )
-                written += len(rows)
-        return written
+            conn.executemany(
+                "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, rows) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(p, _owner(p), size, mtime, sha, len(rows)) for p, rows, sha, size, mtime in files],
+            )
+        return len(lines)
 
     @staticmethod
-    def _delete_rows(conn: sqlite3.Connection, path: str) -> None:
+    def _delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
+        """Delete the rows of ``paths`` from the FTS table, the vectors and the lines."""
+        selected = "SELECT id FROM memory_lines WHERE path IN (SELECT value FROM json_each(?))"
+        batch = json.dumps(list(paths))
         conn.execute(
             f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, content, cjk, context) "
-            "SELECT 'delete', id, content, cjk, context FROM memory_lines WHERE path = ?",
-            (path,),
+            "SELECT 'delete', id, content, cjk, context FROM memory_lines "
+            "WHERE path IN (SELECT value FROM json_each(?))",
+            (batch,),
         )
-        conn.execute(
-            "DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memory_lines WHERE path = ?)",
-            (path,),
-        )
-        conn.execute("DELETE FROM memory_lines WHERE path = ?", (path,))
+        conn.execute(f"DELETE FROM memory_vectors WHERE id IN ({selected})", (batch,))
+        conn.execute(f"DELETE FROM memory_lines WHERE id IN ({selected})", (batch,))
 
     def _embed(self, texts: Sequence[str]) -> list[bytes] | None:
         """Vectors for ``texts`` (computed before any transaction starts), or None."""
@@ -541,7 +551,7 @@ class MemoryIndex:
         self, conn: sqlite3.Connection, clauses: list[str]
     ) -> tuple[list[tuple[str, int]], list[tuple[int, str]]]:
         """Ranking stages (expression, lowest row id) and the (frequency, clause) left over."""
-        low, high = conn.execute("SELECT min(id), max(id) FROM memory_lines").fetchone()
+        low, high = _id_range(conn)
         if not clauses or high is None:
             return [], []
         ranked = sorted((self._frequency(conn, c, (low, high)), c) for c in clauses)
@@ -554,14 +564,18 @@ class MemoryIndex:
             total += frequency
         if core:
             return [(any_of(core), 0)], ranked[len(core) :]
-        stages = [(all_of([ranked[0][1], ranked[1][1]]), 0)] if len(ranked) > 1 else []
-        newest = conn.execute(
+        pair = [all_of([ranked[0][1], ranked[1][1]])] if len(ranked) > 1 else []
+        return [self._newest(conn, e) for e in [*pair, ranked[0][1]]], ranked[1:]
+
+    @staticmethod
+    def _newest(conn: sqlite3.Connection, expression: str) -> tuple[str, int]:
+        """A stage limited to the newest ``_NEWEST_WINDOW`` rows that match ``expression``."""
+        cut = conn.execute(
             f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? "
             "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (ranked[0][1], _NEWEST_WINDOW - 1),
+            (expression, _NEWEST_WINDOW - 1),
         ).fetchone()
-        stages.append((ranked[0][1], newest[0] if newest else 0))
-        return stages, ranked[1:]
+        return expression, cut[0] if cut else 0
 
     def _keyword(
         self, conn: sqlite3.Connection, clauses: list[str], owner: str, limit: int
@@ -576,7 +590,7 @@ class MemoryIndex:
             for hit in conn.execute(_RANK_SQL, params):
                 hits.setdefault(hit[0], hit)
         if rest and hits:
-            (low, high) = conn.execute("SELECT min(id), max(id) FROM memory_lines").fetchone()
+            low, high = _id_range(conn)
             total = high - low + 1
             ids = json.dumps(list(hits))
             for frequency, clause in rest:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -87,7 +88,7 @@ class MemoryMaintenance:
             if model is not None
             else None
         )
-        self._jobs: asyncio.Queue[tuple[str | None]] = asyncio.Queue()
+        self._jobs: asyncio.Queue[Callable[[], Awaitable[object]]] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holders = 0
@@ -141,6 +142,10 @@ class MemoryMaintenance:
             # A worker left on another event loop (closed with it) is replaced, with its queue.
             self._loop = loop
             self._jobs = asyncio.Queue()
+            if self.index is not None:
+                # Catch up with files written while no worker ran (or after the index was
+                # deleted); cheap when nothing changed, since unchanged files are skipped.
+                self._jobs.put_nowait(self._catch_up)
             self._worker = loop.create_task(self._work(), name="harness-memory-maintenance")
 
     async def request_consolidation(self, user_id: str | None) -> bool:
@@ -151,7 +156,7 @@ class MemoryMaintenance:
         if not self.gate.try_claim(key, self.config.consolidation_min_gap):
             return False
         await self.start()
-        self._jobs.put_nowait((user_id,))
+        self._jobs.put_nowait(lambda: self._consolidate(user_id))
         return True
 
     async def index_file(self, path: str) -> None:
@@ -191,11 +196,20 @@ class MemoryMaintenance:
                 if job is None:
                     await self.run()
                     due = loop.time() + interval
-                elif self.consolidator is not None:
-                    await self.consolidator.consolidate(job[0])
-                    await self.index_file_for(job[0])
+                else:
+                    await job()
             except Exception:
                 logger.exception("memory maintenance of %s failed", self.workspace.root)
+
+    async def _consolidate(self, user_id: str | None) -> None:
+        assert self.consolidator is not None
+        result = await self.consolidator.consolidate(user_id)
+        if result.updated:
+            await self.index_file_for(user_id)
+
+    async def _catch_up(self) -> None:
+        assert self.index is not None
+        await self.index.aindex_all_from_workspace(self.workspace.root)
 
     async def index_file_for(self, user_id: str | None) -> None:
         """Re-index the user's MEMORY.md (after a consolidation rewrote it)."""

@@ -204,7 +204,8 @@ class WorkspaceManager:
         """Write a file atomically in the user's namespace; returns the workspace path written."""
         target = scoped(path, user_id)
         try:
-            await asyncio.to_thread(atomic_write, self.local_path(target), text.encode("utf-8"))
+            data = text.encode("utf-8")
+            await asyncio.to_thread(lambda: atomic_write(self.local_path(target), data))
         finally:
             self.generation += 1
         return target
@@ -218,7 +219,7 @@ class WorkspaceManager:
             text = await self.filesystem.read_text(target)
             if text is not None:
                 return text
-        return await asyncio.to_thread(_read_or_none, self.local_path(target))
+        return await asyncio.to_thread(lambda: _read_or_none(self.local_path(target)))
 
     async def append_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Append ``text`` as one whole record; returns the workspace path written.
@@ -227,7 +228,8 @@ class WorkspaceManager:
         """
         target = scoped(path, user_id)
         try:
-            await asyncio.to_thread(locked_append, self.local_path(target), text.encode("utf-8"))
+            data = text.encode("utf-8")
+            await asyncio.to_thread(lambda: locked_append(self.local_path(target), data))
         finally:
             self.generation += 1
         return target
@@ -241,8 +243,10 @@ class WorkspaceManager:
         comes back finds out whether somebody changed it meanwhile, and then re-reads and redoes
         its work instead of overwriting the other edit. Returns False on such a conflict.
         """
-        target = self.local_path(scoped(path, user_id))
-        replaced = await asyncio.to_thread(_compare_and_replace, target, expected, text)
+        rel = scoped(path, user_id)
+        replaced = await asyncio.to_thread(
+            lambda: _compare_and_replace(self.local_path(rel), expected, text)
+        )
         if replaced:
             self.generation += 1
         return replaced
@@ -255,9 +259,10 @@ class WorkspaceManager:
         For short read-modify-write edits (``transform`` must be quick and pure): concurrent
         updaters, and :meth:`replace_text`, wait for each other, so no edit is lost.
         """
-        target = self.local_path(scoped(path, user_id))
+        rel = scoped(path, user_id)
 
         def _update() -> str:
+            target = self.local_path(rel)
             with file_lock(target):
                 text = transform(_read_or_none(target) or "")
                 atomic_write(target, text.encode("utf-8"))
@@ -279,9 +284,10 @@ class WorkspaceManager:
 
     async def list_dirs(self, directory: str, user_id: str | None = None) -> list[str]:
         """The names of the directories directly in ``directory`` of the user's namespace."""
-        base = self.local_path(scoped(directory, user_id))
+        rel = scoped(directory, user_id)
 
         def _dirs() -> list[str]:
+            base = self.local_path(rel)
             if not base.is_dir():
                 return []
             return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink())
@@ -302,10 +308,9 @@ class WorkspaceManager:
 
     async def move(self, source: str, target: str, user_id: str | None = None) -> None:
         """Move a file within the user's namespace, creating the target's directory."""
-        src = self.local_path(scoped(source, user_id))
-        dst = self.local_path(scoped(target, user_id))
-
         def _move() -> None:
+            src = self.local_path(scoped(source, user_id))
+            dst = self.local_path(scoped(target, user_id))
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
 
@@ -314,7 +319,8 @@ class WorkspaceManager:
 
     async def delete(self, path: str, user_id: str | None = None) -> None:
         """Delete a file in the user's namespace; a missing file is not an error."""
-        await asyncio.to_thread(self.local_path(scoped(path, user_id)).unlink, missing_ok=True)
+        rel = scoped(path, user_id)
+        await asyncio.to_thread(lambda: self.local_path(rel).unlink(missing_ok=True))
         self.generation += 1
 
 
