@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
@@ -29,7 +29,7 @@ memory_app = typer.Typer(
     no_args_is_help=True,
 )
 
-PLAIN = {"markup": False, "highlight": False, "soft_wrap": True}
+PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 
 def _workspace(path: Path | None) -> WorkspaceManager:
@@ -86,7 +86,7 @@ def index_command(
                         stats = index.rebuild(manager.root)
                     else:
                         stats = index.index_all_from_workspace(manager.root, progress=advance)
-                    return stats.indexed, stats.skipped, stats.removed
+                    return stats.indexed, stats.unchanged, stats.removed
 
             indexed, skipped, removed = await asyncio.to_thread(build)
         return indexed, skipped, removed, time.perf_counter() - started

@@ -8,9 +8,12 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
   run's last character alone, separated by spaces. ``unicode61`` keeps a CJK run as one token,
   so without this column a word inside a sentence could never match; bigrams make two-character
   words match, and the extra last character lets a one-character query run as a prefix query
-  (every character of a run starts a bigram except the last one);
+  (every character of a run starts a bigram except the last one). Latin words written against
+  CJK characters ("ABC社") are added too, since ``unicode61`` glues them to the CJK token;
+- ``scope``: one token naming the owner (shared, or a user), so that "the newest rows of this
+  user that match" is a scan inside the FTS index rather than a lookup per row;
 - ``context``: low-weight words about where the line sits — the date of a daily file
-  (``2026-03-14 March 14``) and the markdown heading above the line — so questions that name a
+  (``March 14 2026``) and the markdown heading above the line — so questions that name a
   date or a topic heading can find lines that do not repeat it.
 
 Transcripts (``*.log.jsonl``) contribute only entries of type ``message``; compaction summaries
@@ -29,16 +32,29 @@ from typing import Final
 
 __all__ = [
     "CJK_CHARS",
+    "COLUMNS",
     "FTS_TABLE",
     "MAX_ROW_CHARS",
     "MIGRATIONS",
+    "TOKENIZER",
+    "Pending",
     "Row",
     "cjk_grams",
+    "delete_rows",
     "rows_for",
+    "scope_token",
+    "write_rows",
 ]
 
 FTS_TABLE: Final = "memory_lines_fts"
 """The FTS5 table (external content over ``memory_lines``)."""
+
+COLUMNS: Final = "content, cjk, context, scope"
+"""The FTS columns, in order; ``scope`` holds one token naming the row's owner (see
+:func:`scope_token`) so that a scan for one user's rows stays inside the index."""
+
+TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+"""Case- and accent-folding words with English stemming ("moved" and "move" are one term)."""
 
 MAX_ROW_CHARS: Final = 2000
 """A longer line is split into rows of at most this many characters (keeps hits and embedder
@@ -53,22 +69,49 @@ CJK_CHARS: Final = (
 between words (Korean has spaces, but particles attach to nouns, so it needs bigrams too)."""
 
 _CJK_RUN: Final = re.compile(f"[{CJK_CHARS}]+")
+_LATIN_WORD: Final = f"(?:(?![{CJK_CHARS}])[^\\W_])+"
+_GLUED: Final = re.compile(f"(?<=[{CJK_CHARS}]){_LATIN_WORD}|{_LATIN_WORD}(?=[{CJK_CHARS}])")
 _DAILY_NAME: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 _FLUSH_HEADING: Final = re.compile(r"memory flush\b", re.IGNORECASE)
-_MONTHS: Final = (
-    "January February March April May June July August September October November December"
-).split()
+_MONTHS: Final = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 Row = tuple[int, str, str, str]
 """One row: (1-based line number in the file, content, cjk bigrams, context)."""
 
 
+def scope_token(owner: str) -> str:
+    """The ``scope`` column token of an owner (``u`` + hex of its UTF-8; ``u`` when shared).
+
+    The same as the SQL ``'u' || hex(owner)`` of the generated column ``memory_lines.scope``.
+    """
+    return "u" + owner.encode("utf-8").hex().upper()
+
+
 def cjk_grams(text: str) -> str:
-    """The ``cjk`` column text of a line: bigrams of each CJK run plus the run's last character."""
+    """The ``cjk`` column text of a line: bigrams of each CJK run plus the run's last character.
+
+    Latin words written against CJK characters ("ABC社") are added as well: ``unicode61``
+    glues them into the CJK token in ``content``, where a search for "ABC" could not find them.
+    """
+    normalized = unicodedata.normalize("NFKC", text)
     grams: list[str] = []
-    for run in _CJK_RUN.findall(unicodedata.normalize("NFKC", text)):
+    for run in _CJK_RUN.findall(normalized):
         grams.extend(run[i : i + 2] for i in range(len(run) - 1))
         grams.append(run[-1])
+    grams.extend(_GLUED.findall(normalized))
     return " ".join(grams)
 
 
@@ -81,7 +124,7 @@ def _date_words(rel_path: str) -> str:
         day = date(int(match[1]), int(match[2]), int(match[3]))
     except ValueError:
         return ""
-    return f"{day.isoformat()} {_MONTHS[day.month - 1]} {day.day}"
+    return f"{_MONTHS[day.month - 1]} {day.day} {day.year}"
 
 
 def _pieces(line: str) -> list[str]:
@@ -152,27 +195,95 @@ def rows_for(rel_path: str, text: str) -> list[Row]:
     return _markdown_rows(rel_path, text)
 
 
+# --- writing ----------------------------------------------------------------------------
+
+Pending = tuple[str, list[Row], str, int | None, int | None]
+"""A file to (re)write: (path, rows, sha256, size, mtime_ns); size and mtime None if unknown."""
+
+_ROWS_OF = (
+    "FROM memory_files AS f JOIN memory_lines AS l "
+    "ON l.id >= f.first_id AND l.id < f.first_id + f.rows "
+    "WHERE f.path IN (SELECT value FROM json_each(?))"
+)
+
+
+def delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
+    """Delete the rows of ``paths`` from the FTS table, the vectors and the lines.
+
+    A file's rows are the id range recorded in ``memory_files``, so no index on path is needed.
+    """
+    batch = (json.dumps(list(paths)),)
+    columns = ", ".join(f"l.{c}" for c in COLUMNS.split(", "))
+    conn.execute(
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {COLUMNS}) "
+        f"SELECT 'delete', l.id, {columns} {_ROWS_OF}",
+        batch,
+    )
+    conn.execute(f"DELETE FROM memory_vectors WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
+    conn.execute(f"DELETE FROM memory_lines WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
+
+
+def write_rows(
+    conn: sqlite3.Connection,
+    files: Sequence[Pending],
+    owners: Sequence[str],
+    vectors: Sequence[bytes] | None,
+) -> int:
+    """Replace the rows of ``files`` (inside the caller's transaction); returns rows written.
+
+    FTS5 flushes a segment at every statement that writes it (statement savepoints), so the
+    whole batch is one delete and one ``INSERT ... SELECT``, never a statement per row or file.
+    """
+    delete_rows(conn, [path for path, *_ in files])
+    (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_lines").fetchone()
+    lines: list[tuple[object, ...]] = []
+    registry: list[tuple[object, ...]] = []
+    for (path, rows, sha, size, mtime), owner in zip(files, owners, strict=True):
+        start = first + len(lines)
+        registry.append((path, owner, size, mtime, sha, start, len(rows)))
+        lines += [(start + i, path, owner, *row) for i, row in enumerate(rows)]
+    conn.executemany(
+        "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        lines,
+    )
+    conn.execute(
+        f"INSERT INTO {FTS_TABLE} (rowid, {COLUMNS}) "
+        f"SELECT id, {COLUMNS} FROM memory_lines WHERE id >= ?",
+        (first,),
+    )
+    if vectors is not None:
+        conn.executemany(
+            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
+            [(first + i, blob) for i, blob in enumerate(vectors)],
+        )
+    conn.executemany(
+        "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, first_id, "
+        "rows) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        registry,
+    )
+    return len(lines)
+
+
 # --- migrations -------------------------------------------------------------------------------
 
 
 def _m001_lines_and_fts(conn: sqlite3.Connection) -> None:
+    # A file's rows have consecutive ids [first_id, first_id + rows): no index on path needed.
     conn.execute(
         "CREATE TABLE memory_files (path TEXT PRIMARY KEY, owner TEXT NOT NULL, size INTEGER, "
-        "mtime_ns INTEGER, sha256 TEXT NOT NULL, rows INTEGER NOT NULL)"
+        "mtime_ns INTEGER, sha256 TEXT NOT NULL, first_id INTEGER NOT NULL, rows INTEGER NOT NULL)"
     )
     conn.execute(
         "CREATE TABLE memory_lines (id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
         "owner TEXT NOT NULL, line_number INTEGER NOT NULL, content TEXT NOT NULL, "
-        "cjk TEXT NOT NULL, context TEXT NOT NULL)"
+        "cjk TEXT NOT NULL, context TEXT NOT NULL, "
+        "scope TEXT GENERATED ALWAYS AS ('u' || hex(owner)) VIRTUAL)"
     )
-    conn.execute("CREATE INDEX memory_lines_path ON memory_lines (path)")
     conn.execute(
-        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, cjk, context, "
-        "content='memory_lines', content_rowid='id', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
+        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({COLUMNS}, "
+        f"content='memory_lines', content_rowid='id', tokenize='{TOKENIZER}')"
     )
-    # content and cjk weigh the same; context (date words, heading) only breaks ties.
-    conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.3)')")
 
 
 def _m002_vectors(conn: sqlite3.Connection) -> None:

@@ -3,11 +3,12 @@
 A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when",
 "did", "to") are dropped; irregular verb and noun forms are widened to their siblings ("buy"
 also looks for "bought"), because the ``porter`` stemmer only handles regular endings; and each
-remaining word becomes one *clause*, a quoted phrase restricted to the ``content`` and
-``context`` columns. A run of Chinese, Japanese or Korean becomes clauses over the ``cjk``
-column: its bigrams (minus question words such as 什么 and kana-only bigrams such as ます), or a
-prefix query for a single character. Clauses are OR'ed, so a line needs only one of them and
-BM25 ranks lines that hold more (and rarer) ones first.
+remaining word becomes one *clause*, a quoted phrase restricted to the ``content``, ``cjk``
+(for Latin words written against CJK text) and ``context`` columns. A run of Chinese, Japanese
+or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
+(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character.
+Clauses are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and
+rarer) ones first.
 
 Nothing the user types reaches FTS5 syntax: a clause holds only letters, digits and CJK
 characters, always inside double quotes, so ``"``, ``*``, ``:``, ``^``, ``NEAR``, ``AND``,
@@ -23,6 +24,12 @@ from typing import Final
 
 from harness.memory._fts import CJK_CHARS
 
+
+def _words(text: str) -> list[str]:
+    """The whitespace-separated words of ``text`` (long vocabularies stay readable)."""
+    return text.split()
+
+
 __all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of"]
 
 MAX_CLAUSES: Final = 24
@@ -30,30 +37,36 @@ MAX_CLAUSES: Final = 24
 cost of a query stays bounded whatever its length."""
 
 _MAX_WORD: Final = 64
-_LATIN_COLUMNS: Final = "{content context}"
+_LATIN_COLUMNS: Final = "{content cjk context}"
 _TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
 _HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
 
 STOP_WORDS: Final = frozenset(
-    """
-    a about above after again against all am an and any are aren as at be because been before
-    being below between both but by can cannot could couldn d did didn do does doesn doing don
-    down during each even ever few for from further had hadn has hasn have haven having he her
-    here hers herself him himself his how i if in into is isn it its itself just ll m me might
-    more most must mustn my myself no nor not now of off on once only or other ought our ours
-    ourselves out over own re s same shan she should shouldn so some such t than that the their
-    theirs them themselves then there these they this those through to too under until up us ve
-    very was wasn we were weren what whats when where which while who whom whose why will with
-    won would wouldn y you your yours yourself yourselves
-    tell remind recall remember know does anything something please again also
-    """.split()
+    _words(
+        """
+        a about above after again against all am an and any are aren as at be because been before
+        being below between both but by can cannot could couldn d did didn do does doesn doing don
+        down during each even ever few for from further had hadn has hasn have haven having he her
+        here hers herself him himself his how i if in into is isn it its itself just ll m me might
+        more most must mustn my myself no nor not now of off on once only or other ought our ours
+        ourselves out over own re s same shan she should shouldn so some such t than that the their
+        theirs them themselves then there these they this those through to too under until up us ve
+        very was wasn we were weren what whats when where which while who whom whose why will with
+        won would wouldn y you your yours yourself yourselves tell remind recall remember know does
+        anything something please again also
+        """
+    )
 )
 """Question and function words that say nothing about which line answers."""
 
 _CJK_STOP_GRAMS: Final = frozenset(
-    "什么 时候 哪里 哪儿 怎么 为什 多少 哪个 哪些 几时 是否 一下 知道 记得 告诉 "
-    "言っ 教え 覚え 何時 何処 "
-    "언제 어디 무엇 누구 어떻 습니 니까 나요 어요 했어 있어 알려 기억".split()
+    _words(
+        """
+        什么 时候 哪里 哪儿 怎么 为什 多少 哪个 哪些 几时 是否 一下 知道 记得 告诉
+        言っ 教え 覚え 何時 何処
+        언제 어디 무엇 누구 어떻 습니 니까 나요 어요 해요 세요 니다 에서 했어 있어 알려 기억
+        """
+    )
 )
 
 _IRREGULAR_GROUPS: Final = """
@@ -92,6 +105,8 @@ def _latin_clauses(words: Sequence[str]) -> list[str]:
     expanded: list[str] = []
     for word in kept:
         expanded.extend(_IRREGULAR.get(word, (word,)))
+        if word.isdigit() and word[0] == "0" and word.strip("0"):  # "05" also finds "5"
+            expanded.append(word.lstrip("0"))
     return [f"{_LATIN_COLUMNS} : {_phrase(w)}" for w in expanded if len(w) <= _MAX_WORD]
 
 
@@ -99,8 +114,13 @@ def _cjk_clauses(run: str) -> list[str]:
     if len(run) == 1:
         return [f"cjk : {_phrase(run)} *"]
     grams = [run[i : i + 2] for i in range(len(run) - 1)]
+    # A question word such as 什么 is dropped together with the two bigrams that straddle it
+    # (娜什, 么时 in 李娜什么时候): they span a word boundary and match only by accident.
+    stop = {j for i, g in enumerate(grams) if g in _CJK_STOP_GRAMS for j in (i, i + 1)}
     useful = [
-        g for g in grams if g not in _CJK_STOP_GRAMS and not _HIRAGANA_ONLY.fullmatch(g)
+        g
+        for i, g in enumerate(grams)
+        if i not in stop and i + 1 not in stop and not _HIRAGANA_ONLY.fullmatch(g)
     ] or grams
     return [f"cjk : {_phrase(g)}" for g in useful]
 

@@ -10,17 +10,20 @@ an approximate index would be the next step.
 from __future__ import annotations
 
 import math
+import sqlite3
 from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.memory.embedding import import_optional
+from harness.memory.embedding import Embedder, import_optional
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["VectorMatrix", "pack"]
+__all__ = ["VectorCache", "VectorMatrix", "embed_texts", "pack"]
+
+_EMBED_BATCH = 256
 
 
 def pack(vector: Sequence[float], dimensions: int) -> bytes:
@@ -57,9 +60,7 @@ class VectorMatrix:
         data = numpy.frombuffer(b"".join(blobs), dtype=numpy.float32)
         self._matrix: npt.NDArray[np.float32] = data.reshape(len(ids), dimensions)
 
-    def top(
-        self, query: Sequence[float], owners: Sequence[str], k: int
-    ) -> list[tuple[int, float]]:
+    def top(self, query: Sequence[float], owners: Sequence[str], k: int) -> list[tuple[int, float]]:
         """The ``k`` most similar rows among those owned by ``owners``: (row id, cosine)."""
         numpy = self._np
         allowed = [self._codes[o] for o in owners if o in self._codes]
@@ -78,3 +79,46 @@ class VectorMatrix:
         best = numpy.argpartition(-scores, count - 1)[:count]
         best = best[numpy.argsort(-scores[best], kind="stable")]
         return [(int(self.ids[i]), float(scores[i])) for i in best]
+
+
+def embed_texts(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
+    """Packed vectors for ``texts``, in batches; computed before any write transaction starts.
+
+    Raises:
+        ValueError: The embedder returned the wrong number or size of vectors.
+    """
+    blobs: list[bytes] = []
+    for start in range(0, len(texts), _EMBED_BATCH):
+        batch = texts[start : start + _EMBED_BATCH]
+        vectors = embedder.embed(batch)
+        if len(vectors) != len(batch):
+            msg = f"the embedder returned {len(vectors)} vectors for {len(batch)} texts"
+            raise ValueError(msg)
+        blobs.extend(pack(v, embedder.dimensions) for v in vectors)
+    return blobs
+
+
+class VectorCache:
+    """The matrix of one connection, reloaded only when the database changed.
+
+    ``PRAGMA data_version`` changes when another connection commits; the caller's own commit
+    count covers this connection's writes.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None
+        self._matrix: VectorMatrix | None = None
+
+    def matrix(self, conn: sqlite3.Connection, dimensions: int, commits: int) -> VectorMatrix:
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        key = (int(version), commits)
+        if self._matrix is None or self._key != key:
+            rows = conn.execute(
+                "SELECT v.id, l.owner, v.vector FROM memory_vectors AS v "
+                "JOIN memory_lines AS l ON l.id = v.id"
+            ).fetchall()
+            self._matrix = VectorMatrix(
+                [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], dimensions
+            )
+            self._key = key
+        return self._matrix

@@ -3,50 +3,46 @@
 The index lives in ``<base_dir>/memory_index.db`` (the harness passes the workspace's parent).
 It is derived data: memory files are the truth, and deleting the database loses nothing, since
 :meth:`MemoryIndex.rebuild` (or the next :meth:`MemoryIndex.index_all_from_workspace`) restores
-it. Indexed files are ``MEMORY.md``, ``memory/*.md`` (not ``memory/archive/``) and session
-transcripts ``agents/*/sessions/*.log.jsonl``, shared and under every ``users/<segment>/``.
+it. Indexed files (:mod:`harness.memory._files`): ``MEMORY.md``, ``memory/*.md`` (not the
+archive) and transcripts ``agents/*/sessions/*.log.jsonl``, shared and under every
+``users/<segment>/``.
 
-Schema (created by the ordered migrations in :mod:`harness.memory._fts`, recorded by name in
+Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
 ``_harness_migrations``)::
 
-    memory_files(path PRIMARY KEY, owner, size, mtime_ns, sha256, rows)   one per indexed file
-    memory_lines(id PRIMARY KEY, path, owner, line_number, content, cjk, context)
-    memory_lines_fts  FTS5(content, cjk, context), external content = memory_lines,
-                      tokenize 'porter unicode61 remove_diacritics 2', rank bm25(1, 1, 0.3)
-    memory_vectors(id PRIMARY KEY, vector)      unit float32 per line, only with an embedder
-    memory_meta(key PRIMARY KEY, value)         which embedder made the vectors
+    memory_files(path PK, owner, size, mtime_ns, sha256, first_id, rows)   one per file
+    memory_lines(id PK, path, owner, line_number, content, cjk, context,
+                 scope GENERATED = 'u' || hex(owner))                      one per line
+    memory_lines_fts  FTS5(content, cjk, context, scope), external content = memory_lines,
+                      tokenize 'porter unicode61 remove_diacritics 2'
+    memory_vectors(id PK, vector)   unit float32 per line, only with an embedder
+    memory_meta(key PK, value)      which embedder made the vectors
 
-``owner`` is ``<segment>`` for a path under ``users/<segment>/`` and ``""`` (shared) otherwise;
-a search for a user sees that user's rows and shared rows, never another user's. The FTS table
-is kept in sync by this class rather than by triggers: FTS5 flushes its pending terms at every
-statement savepoint, so a trigger per row writes one index segment per row (measured 7x slower
-than the set-based ``INSERT ... SELECT`` used here). A file is re-indexed by deleting its rows
-and inserting the new ones, so the cost depends on that file alone; an unchanged file is skipped
-by its size and mtime, then by its content hash.
+A row's ``owner`` is ``<segment>`` under ``users/<segment>/`` and ``""`` (shared) otherwise; a
+search for a user sees that user's rows and shared rows, never another user's. ``cjk`` holds
+bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date and the
+section heading (weight 0.3). The FTS table is written by this class, set-based, rather than by
+triggers: FTS5 flushes a segment at every statement savepoint, and a trigger per row made bulk
+indexing 7x slower. A file is re-indexed by deleting its id range and inserting its new rows,
+so the cost depends on that file alone; an unchanged file is skipped by size and mtime, then by
+content hash.
 
-Queries (see :mod:`harness.memory._query`): words minus stop words, irregular forms widened,
-CJK runs as bigrams; one clause per term, OR'ed, ranked by BM25. FTS5 scores every row an OR
-matches, so when the clauses together match more than ``RANK_BUDGET`` rows, the index estimates
-each clause's frequency (cheap capped counts) and ranks with the rarest clauses that fit the
-budget; rows that also hold the frequent clauses get those clauses' BM25 idf added afterwards.
-If even the rarest clause alone is too frequent, rows holding the two rarest clauses are ranked
-first and the newest rows of the rarest clause fill up. With an embedder, the keyword ranking
-and a vector ranking are fused by reciprocal rank fusion; there is no score threshold, so a
-keyword hit is never dropped for a low similarity.
+Queries (:mod:`harness.memory._query`): words minus stop words, irregular forms widened, CJK
+runs as bigrams; one clause per term, OR'ed and ranked by BM25. The cost of ranking is bounded
+(:mod:`harness.memory._search`): only the rarest clauses whose rows fit ``RANK_BUDGET`` go into
+``bm25()``, the frequent ones add their idf to the candidates that hold them. With an embedder,
+the keyword ranking and an exact vector ranking are fused by reciprocal rank fusion, with no
+score threshold, so a keyword hit is never dropped for a low similarity.
 
-Concurrency: WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` for every write, so readers
-in other processes never block and writers queue. One connection per instance, guarded by a
-lock, makes an instance safe to share between threads.
+Concurrency: WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` for every write and one read
+transaction per search, so readers in other processes never block and see whole files; writers
+queue. One connection per instance, behind a lock, makes an instance safe to share by threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
-import math
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -56,11 +52,13 @@ from pathlib import Path
 from typing import Any, Final, ParamSpec, TypeVar
 
 from harness.errors import StorageError
-from harness.memory._fts import FTS_TABLE, MIGRATIONS, Row, rows_for
-from harness.memory._query import all_of, analyze, any_of
-from harness.memory._vectors import VectorMatrix, pack
+from harness.memory._files import digest, owner_of, scan
+from harness.memory._fts import FTS_TABLE, MIGRATIONS, Pending, delete_rows, rows_for, write_rows
+from harness.memory._query import analyze
+from harness.memory._search import RANK_BUDGET, fuse, keyword_hits, plan, prepare
+from harness.memory._vectors import VectorCache, embed_texts
 from harness.memory.embedding import Embedder, import_optional
-from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR, normalize, safe_segment
+from harness.workspace import normalize, safe_segment
 
 __all__ = ["INDEX_FILE", "RANK_BUDGET", "IndexStats", "MemoryIndex", "SearchHit"]
 
@@ -70,28 +68,19 @@ _T = TypeVar("_T")
 INDEX_FILE: Final = "memory_index.db"
 """The database file name inside ``base_dir``."""
 
-RANK_BUDGET: Final = 4000
-"""At most about this many rows are scored by BM25 per query (about 10 ms); see the module doc."""
-
-_CANDIDATES: Final = 50
-_NEWEST_WINDOW: Final = 2000
-_BATCH_ROWS: Final = 50_000
-_OPTIMIZE_ROWS: Final = 100_000
-_RRF_K: Final = 60
+_BATCH_ROWS: Final = 50_000  # rows per write transaction of a full index
+_OPTIMIZE_ROWS: Final = 100_000  # a load this big is merged into one FTS segment afterwards
+_CANDIDATES: Final = 50  # per ranking, before fusion
 _BUSY_TIMEOUT_MS: Final = 10_000
-_EMBED_BATCH: Final = 256
-
-_RANK_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content, -f.rank
-FROM {FTS_TABLE} AS f JOIN memory_lines AS l ON l.id = f.rowid
-WHERE {FTS_TABLE} MATCH :query AND f.rowid >= :since AND l.owner IN ('', :owner)
-ORDER BY f.rank LIMIT :limit"""
-
 _NOTHING_SQL: Final = "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0"
 
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One matching line: where it is, what it says, and how well it matched (higher is better)."""
+    """One matching line: where it is, what it says, and how well it matched (higher is better).
+
+    ``rank`` is the BM25 score, or the fused reciprocal-rank score when an embedder is set.
+    """
 
     path: str
     line_number: int
@@ -101,7 +90,11 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IndexStats:
-    """What one pass over a workspace did (counts of files, except ``rows`` and ``embedded``)."""
+    """What one pass over a workspace did.
+
+    Counts of files seen, (re)indexed, skipped as unchanged and removed; of rows written, and of
+    rows that got a vector.
+    """
 
     files: int = 0
     indexed: int = 0
@@ -109,62 +102,6 @@ class IndexStats:
     removed: int = 0
     rows: int = 0
     embedded: int = 0
-
-
-_Hit = tuple[int, str, int, str, float]  # id, path, line_number, content, score
-_Pending = tuple[str, list[Row], str, int | None, int | None]  # path, rows, sha256, size, mtime
-
-
-def _owner(path: str) -> str:
-    parts = path.split("/", 2)
-    return parts[1] if len(parts) == 3 and parts[0] == USERS_DIR else ""
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-def _id_range(conn: sqlite3.Connection) -> tuple[int, int]:
-    """The lowest and highest row id (two index lookups; ``min(), max()`` together would scan)."""
-    low, high = conn.execute(
-        "SELECT (SELECT min(id) FROM memory_lines), (SELECT max(id) FROM memory_lines)"
-    ).fetchone()
-    return low, high
-
-
-def _scan(workspace: Path) -> dict[str, tuple[int, int]]:
-    """Workspace path -> (size, mtime_ns) of every indexable file (symbolic links skipped)."""
-    found: dict[str, tuple[int, int]] = {}
-
-    def entries(directory: Path) -> list[os.DirEntry[str]]:
-        try:
-            with os.scandir(directory) as it:
-                return [e for e in it if not e.name.startswith(".")]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def add(rel: str, entry: os.DirEntry[str]) -> None:
-        if entry.is_file(follow_symlinks=False):
-            stat = entry.stat(follow_symlinks=False)
-            found[rel] = (stat.st_size, stat.st_mtime_ns)
-
-    roots = [("", workspace)]
-    for user in entries(workspace / USERS_DIR):
-        if user.is_dir(follow_symlinks=False):
-            roots.append((f"{USERS_DIR}/{user.name}/", Path(user.path)))
-    for prefix, root in roots:
-        for entry in entries(root):
-            if entry.name == MEMORY_MD:
-                add(prefix + MEMORY_MD, entry)
-        for entry in entries(root / MEMORY_DIR):
-            if entry.name.endswith(".md"):
-                add(f"{prefix}{MEMORY_DIR}/{entry.name}", entry)
-        for agent in entries(root / AGENTS_DIR):
-            if agent.is_dir(follow_symlinks=False):
-                for entry in entries(Path(agent.path) / "sessions"):
-                    if entry.name.endswith(".log.jsonl"):
-                        add(f"{prefix}{AGENTS_DIR}/{agent.name}/sessions/{entry.name}", entry)
-    return found
 
 
 class MemoryIndex:
@@ -187,7 +124,7 @@ class MemoryIndex:
         self._conn: sqlite3.Connection | None = None
         self._depth = 0
         self._commits = 0
-        self._matrix: tuple[tuple[int, int], VectorMatrix] | None = None
+        self._vectors = VectorCache()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -217,7 +154,10 @@ class MemoryIndex:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._migrate()
+                # A database made by an unreleased schema of the same migration names fails here.
+                conn.execute("SELECT first_id, scope FROM memory_files, memory_lines LIMIT 0")
                 self._check_embedder()
+                prepare(conn)
             except sqlite3.Error as exc:
                 self.close()
                 msg = (
@@ -235,7 +175,7 @@ class MemoryIndex:
                     self._conn.execute("PRAGMA optimize")
                 self._conn.close()
                 self._conn = None
-                self._matrix = None
+                self._vectors = VectorCache()
 
     def __enter__(self) -> MemoryIndex:
         return self.open()
@@ -274,6 +214,20 @@ class MemoryIndex:
             self._depth -= 1
             conn.execute("COMMIT" if depth == 0 else f"RELEASE atomic_{depth}")
             self._commits += 1
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every statement of one search sees the same committed state."""
+        with self._lock:
+            conn = self._connection()
+            if self._depth:  # inside atomic(): already one transaction
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     def _migrate(self) -> None:
         with self.atomic() as conn:
@@ -314,20 +268,22 @@ class MemoryIndex:
         (same hash) costs one lookup and writes nothing.
         """
         path = normalize(rel_path)
-        digest = _digest(content)
+        sha = digest(content)
         with self._lock:
-            row = self._connection().execute(
-                "SELECT sha256 FROM memory_files WHERE path = ?", (path,)
-            ).fetchone()
-        if row is not None and row[0] == digest:
+            row = (
+                self._connection()
+                .execute("SELECT sha256 FROM memory_files WHERE path = ?", (path,))
+                .fetchone()
+            )
+        if row is not None and row[0] == sha:
             return 0
-        return self._write([(path, rows_for(path, content), digest, None, None)])
+        return self._write([(path, rows_for(path, content), sha, None, None)])
 
     def remove(self, rel_path: str) -> None:
         """Forget a file's rows."""
         path = normalize(rel_path)
         with self.atomic() as conn:
-            self._delete_rows(conn, [path])
+            delete_rows(conn, [path])
             conn.execute("DELETE FROM memory_files WHERE path = ?", (path,))
 
     def index_all_from_workspace(
@@ -340,7 +296,7 @@ class MemoryIndex:
         are removed. ``progress(done, total)`` is called after each file.
         """
         root = Path(workspace)
-        found = _scan(root)
+        found = scan(root)
         with self._lock:
             known = {
                 path: (size, mtime, sha)
@@ -348,7 +304,7 @@ class MemoryIndex:
                     "SELECT path, size, mtime_ns, sha256 FROM memory_files"
                 )
             }
-        pending: list[_Pending] = []
+        pending: list[Pending] = []
         touched: list[tuple[int, int, str]] = []
         indexed = unchanged = rows = pending_rows = 0
         for done, path in enumerate(sorted(found), start=1):
@@ -361,12 +317,12 @@ class MemoryIndex:
                     text = (root / path).read_bytes().decode("utf-8", errors="replace")
                 except OSError:
                     text = ""
-                digest = _digest(text)
-                if old is not None and old[2] == digest:
+                sha = digest(text)
+                if old is not None and old[2] == sha:
                     touched.append((size, mtime, path))
                     unchanged += 1
                 else:
-                    pending.append((path, rows_for(path, text), digest, size, mtime))
+                    pending.append((path, rows_for(path, text), sha, size, mtime))
                     pending_rows += len(pending[-1][1])
                     indexed += 1
                     if pending_rows >= _BATCH_ROWS:
@@ -380,7 +336,7 @@ class MemoryIndex:
             conn.executemany(
                 "UPDATE memory_files SET size = ?, mtime_ns = ? WHERE path = ?", touched
             )
-            self._delete_rows(conn, gone)
+            delete_rows(conn, gone)
             conn.executemany("DELETE FROM memory_files WHERE path = ?", [(p,) for p in gone])
             if rows >= _OPTIMIZE_ROWS:  # merge the many segments of a big load into one
                 conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
@@ -402,113 +358,61 @@ class MemoryIndex:
                 conn.execute(f"DELETE FROM {table}")
         return self.index_all_from_workspace(workspace)
 
-    def _write(self, files: Sequence[_Pending]) -> int:
-        """Replace the rows of several files in one transaction; returns the rows written.
-
-        Each statement that writes the FTS table makes FTS5 flush a segment, so a batch is
-        one delete statement and one insert statement for all its files together.
-        """
+    def _write(self, files: Sequence[Pending]) -> int:
+        """Replace the rows of several files in one transaction; returns the rows written."""
         if not files:
             return 0
-        vectors = self._embed([row[1] for _, rows, *_ in files for row in rows])
-        lines: list[tuple[Any, ...]] = []
+        vectors = None
+        if self.embedder is not None:  # before the transaction: the embedder may be slow
+            vectors = embed_texts(self.embedder, [r[1] for _, rows, *_ in files for r in rows])
         with self.atomic() as conn:
-            self._delete_rows(conn, [path for path, *_ in files])
-            (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_lines").fetchone()
-            for path, rows, *_ in files:
-                owner, base = _owner(path), first + len(lines)
-                lines += [(base + i, path, owner, n, c, g, x) for i, (n, c, g, x) in enumerate(rows)]
-            conn.executemany(
-                "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                lines,
-            )
-            conn.execute(
-                f"INSERT INTO {FTS_TABLE} (rowid, content, cjk, context) "
-                "SELECT id, content, cjk, context FROM memory_lines WHERE id >= ?",
-                (first,),
-            )
-            if vectors is not None:
-                conn.executemany(
-                    "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
-                    [(first + i, blob) for i, blob in enumerate(vectors)],
-                )
-            conn.executemany(
-                "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, rows) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(p, _owner(p), size, mtime, sha, len(rows)) for p, rows, sha, size, mtime in files],
-            )
-        return len(lines)
-
-    @staticmethod
-    def _delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
-        """Delete the rows of ``paths`` from the FTS table, the vectors and the lines."""
-        selected = "SELECT id FROM memory_lines WHERE path IN (SELECT value FROM json_each(?))"
-        batch = json.dumps(list(paths))
-        conn.execute(
-            f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, content, cjk, context) "
-            "SELECT 'delete', id, content, cjk, context FROM memory_lines "
-            "WHERE path IN (SELECT value FROM json_each(?))",
-            (batch,),
-        )
-        conn.execute(f"DELETE FROM memory_vectors WHERE id IN ({selected})", (batch,))
-        conn.execute(f"DELETE FROM memory_lines WHERE id IN ({selected})", (batch,))
-
-    def _embed(self, texts: Sequence[str]) -> list[bytes] | None:
-        """Vectors for ``texts`` (computed before any transaction starts), or None."""
-        if self.embedder is None:
-            return None
-        dims = self.embedder.dimensions
-        blobs: list[bytes] = []
-        for start in range(0, len(texts), _EMBED_BATCH):
-            batch = texts[start : start + _EMBED_BATCH]
-            vectors = self.embedder.embed(batch)
-            if len(vectors) != len(batch):
-                msg = f"the embedder returned {len(vectors)} vectors for {len(batch)} texts"
-                raise ValueError(msg)
-            blobs.extend(pack(v, dims) for v in vectors)
-        return blobs
+            return write_rows(conn, files, [owner_of(f[0]) for f in files], vectors)
 
     def _backfill_vectors(self) -> int:
-        """Embed rows that have no vector (written without an embedder, or by another one)."""
-        if self.embedder is None:
-            return 0
+        """Embed rows without a vector (written without an embedder, or by another one)."""
         total = 0
-        while True:
+        while self.embedder is not None:
             with self._lock:
-                missing = self._connection().execute(
-                    "SELECT l.id, l.content FROM memory_lines AS l LEFT JOIN memory_vectors "
-                    "AS v ON v.id = l.id WHERE v.id IS NULL LIMIT ?",
-                    (_EMBED_BATCH * 4,),
-                ).fetchall()
+                missing = (
+                    self._connection()
+                    .execute(
+                        "SELECT l.id, l.content FROM memory_lines AS l LEFT JOIN memory_vectors "
+                        "AS v ON v.id = l.id WHERE v.id IS NULL LIMIT 1024"
+                    )
+                    .fetchall()
+                )
             if not missing:
-                return total
-            blobs = self._embed([content for _, content in missing]) or []
-            with self.atomic() as conn:
+                break
+            blobs = embed_texts(self.embedder, [content for _, content in missing])
+            with self.atomic() as conn:  # a row changed meanwhile keeps waiting for its vector
+                before = conn.total_changes
                 conn.executemany(
                     "INSERT OR IGNORE INTO memory_vectors (id, vector) SELECT ?, ? WHERE EXISTS "
                     "(SELECT 1 FROM memory_lines WHERE id = ? AND content = ?)",
                     [(i, blob, i, c) for (i, c), blob in zip(missing, blobs, strict=True)],
                 )
-            total += len(missing)
+                added = conn.total_changes - before
+            total += added
+            if added == 0:
+                break
+        return total
 
     # --- searching -------------------------------------------------------------------------
 
     def search_sql(
         self, query: str, limit: int = 10, *, user_id: str | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """The SQL and parameters of the main ranking statement ``search`` would run first.
+        """The first statement ``search`` would run for ``query``, with its parameters.
 
-        For inspection and tests; the MATCH expression is always a bound parameter.
+        For inspection and tests. The MATCH expression is always a bound parameter.
         """
-        with self._lock:
-            stages, _ = self._plan(self._connection(), analyze(query))
-        if not stages:
-            return _NOTHING_SQL, {}
-        expression, since = stages[0]
         owner = safe_segment(user_id) if user_id else ""
-        params = {"query": expression, "since": since, "owner": owner, "limit": limit}
-        return _RANK_SQL, params
+        with self._lock, self._snapshot() as conn:
+            statements, _ = plan(conn, analyze(query), owner)
+        if not statements:
+            return _NOTHING_SQL, {}
+        sql, expression = statements[0]
+        return sql, {"query": expression, "owner": owner, "limit": limit}
 
     def search(self, query: str, limit: int = 10, *, user_id: str | None = None) -> list[SearchHit]:
         """The lines that best answer ``query``, best first; ``[]`` when nothing matches.
@@ -523,132 +427,16 @@ class MemoryIndex:
         if limit <= 0:
             return []
         owner = safe_segment(user_id) if user_id else ""
-        probe = None
-        if self.embedder is not None and query.strip():
-            (probe,) = self.embedder.embed([query[:2000]])
+        embedder = self.embedder if query.strip() else None
+        probe = embedder.embed([query[:2000]])[0] if embedder is not None else None
         wanted = limit if probe is None else max(limit, _CANDIDATES)
-        with self._lock:
-            conn = self._connection()
-            keyword = self._keyword(conn, analyze(query), owner, wanted)
-            if probe is None:
-                return [SearchHit(p, n, c, s) for _, p, n, c, s in keyword[:limit]]
-            semantic = self._vectors(conn).top(probe, ("", owner), wanted)
-            return self._fuse(conn, keyword, semantic, limit)
-
-    def _frequency(self, conn: sqlite3.Connection, clause: str, span: tuple[int, int]) -> int:
-        """How many rows match ``clause``: exact up to RANK_BUDGET, estimated beyond it."""
-        count, oldest = conn.execute(
-            f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM {FTS_TABLE} "
-            f"WHERE {FTS_TABLE} MATCH ? ORDER BY rowid DESC LIMIT ?)",
-            (clause, RANK_BUDGET),
-        ).fetchone()
-        if count < RANK_BUDGET:
-            return int(count)
-        low, high = span  # rows are spread roughly evenly over ids: scale by the ids covered
-        return max(count, round(count * (high - low + 1) / (high - oldest + 1)))
-
-    def _plan(
-        self, conn: sqlite3.Connection, clauses: list[str]
-    ) -> tuple[list[tuple[str, int]], list[tuple[int, str]]]:
-        """Ranking stages (expression, lowest row id) and the (frequency, clause) left over."""
-        low, high = _id_range(conn)
-        if not clauses or high is None:
-            return [], []
-        ranked = sorted((self._frequency(conn, c, (low, high)), c) for c in clauses)
-        core: list[str] = []
-        total = 0
-        for frequency, clause in ranked:
-            if total + frequency > RANK_BUDGET:
-                break
-            core.append(clause)
-            total += frequency
-        if core:
-            return [(any_of(core), 0)], ranked[len(core) :]
-        pair = [all_of([ranked[0][1], ranked[1][1]])] if len(ranked) > 1 else []
-        return [self._newest(conn, e) for e in [*pair, ranked[0][1]]], ranked[1:]
-
-    @staticmethod
-    def _newest(conn: sqlite3.Connection, expression: str) -> tuple[str, int]:
-        """A stage limited to the newest ``_NEWEST_WINDOW`` rows that match ``expression``."""
-        cut = conn.execute(
-            f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? "
-            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (expression, _NEWEST_WINDOW - 1),
-        ).fetchone()
-        return expression, cut[0] if cut else 0
-
-    def _keyword(
-        self, conn: sqlite3.Connection, clauses: list[str], owner: str, limit: int
-    ) -> list[_Hit]:
-        stages, rest = self._plan(conn, clauses)
-        wanted = max(limit, _CANDIDATES) if rest else limit
-        hits: dict[int, _Hit] = {}
-        for expression, since in stages:
-            if len(hits) >= wanted:
-                break
-            params = {"query": expression, "since": since, "owner": owner, "limit": wanted}
-            for hit in conn.execute(_RANK_SQL, params):
-                hits.setdefault(hit[0], hit)
-        if rest and hits:
-            low, high = _id_range(conn)
-            total = high - low + 1
-            ids = json.dumps(list(hits))
-            for frequency, clause in rest:
-                idf = max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
-                for (row_id,) in conn.execute(
-                    f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? "
-                    "AND rowid IN (SELECT value FROM json_each(?))",
-                    (clause, ids),
-                ):
-                    i, p, n, c, s = hits[row_id]
-                    hits[row_id] = (i, p, n, c, s + idf)
-        return sorted(hits.values(), key=lambda h: (-h[4], -h[0]))[:limit]
-
-    def _vectors(self, conn: sqlite3.Connection) -> VectorMatrix:
-        """The vector matrix, reloaded when this or another connection changed the database."""
-        assert self.embedder is not None
-        (version,) = conn.execute("PRAGMA data_version").fetchone()
-        key = (int(version), self._commits)
-        if self._matrix is None or self._matrix[0] != key:
-            rows = conn.execute(
-                "SELECT v.id, l.owner, v.vector FROM memory_vectors AS v "
-                "JOIN memory_lines AS l ON l.id = v.id"
-            ).fetchall()
-            matrix = VectorMatrix(
-                [r[0] for r in rows],
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-                self.embedder.dimensions,
-            )
-            self._matrix = (key, matrix)
-        return self._matrix[1]
-
-    @staticmethod
-    def _fuse(
-        conn: sqlite3.Connection,
-        keyword: Sequence[_Hit],
-        semantic: Sequence[tuple[int, float]],
-        limit: int,
-    ) -> list[SearchHit]:
-        """Reciprocal rank fusion: each list adds 1 / (60 + rank) to the rows it holds."""
-        scores: dict[int, float] = {}
-        for rank, hit in enumerate(keyword, start=1):
-            scores[hit[0]] = scores.get(hit[0], 0.0) + 1.0 / (_RRF_K + rank)
-        for rank, (row_id, _) in enumerate(semantic, start=1):
-            scores[row_id] = scores.get(row_id, 0.0) + 1.0 / (_RRF_K + rank)
-        best = sorted(scores, key=lambda i: (-scores[i], -i))[:limit]
-        known = {hit[0]: hit for hit in keyword}
-        missing = [i for i in best if i not in known]
-        if missing:
-            for hit in conn.execute(
-                "SELECT id, path, line_number, content, 0.0 FROM memory_lines "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(missing),),
-            ):
-                known[hit[0]] = hit
-        return [
-            SearchHit(known[i][1], known[i][2], known[i][3], scores[i]) for i in best if i in known
-        ]
+        with self._lock, self._snapshot() as conn:
+            hits = keyword_hits(conn, analyze(query), owner, wanted)
+            if embedder is not None and probe is not None:
+                matrix = self._vectors.matrix(conn, embedder.dimensions, self._commits)
+                semantic = matrix.top(probe, ("", owner), wanted)
+                hits = fuse(conn, hits, semantic, limit)
+        return [SearchHit(path, line, content, score) for _, path, line, content, score in hits]
 
     # --- async facade ----------------------------------------------------------------------
 

@@ -42,7 +42,6 @@ MESSAGES_FILE: Final = "messages.jsonl"
 """The file, in a session's directory, holding its messages."""
 
 
-
 class SessionStore:
     """Loads and saves the conversations of one agent in a workspace."""
 
@@ -117,7 +116,6 @@ class SessionStore:
             else:
                 atomic_write(path, _serialize(messages))
             self._known[path] = (_file_id(path), messages)
-
 
 
 _FileId = tuple[int, int, int] | None

@@ -308,6 +308,7 @@ class WorkspaceManager:
 
     async def move(self, source: str, target: str, user_id: str | None = None) -> None:
         """Move a file within the user's namespace, creating the target's directory."""
+
         def _move() -> None:
             src = self.local_path(scoped(source, user_id))
             dst = self.local_path(scoped(target, user_id))

@@ -15,7 +15,7 @@ FLUSH = "Extract NEW memories"
 
 
 def script(*turns: dict[str, object]) -> ScriptedChatModel:
-    return ScriptedChatModel(list(turns))  # type: ignore[arg-type]
+    return ScriptedChatModel(list(turns))
 
 
 async def test_a_flushed_fact_is_found_by_memory_search_in_a_later_call(workspace: Path) -> None:

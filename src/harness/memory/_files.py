@@ -1,0 +1,64 @@
+"""Which workspace files the memory index reads, who owns them, and how a change is noticed.
+
+Indexed: ``MEMORY.md``, ``memory/*.md`` (not ``memory/archive/``, not dot-files) and
+``agents/*/sessions/*.log.jsonl``, at the workspace root (shared) and under every
+``users/<segment>/`` (owned by that user). Symbolic links are not followed, so a link cannot
+pull a file from outside the workspace into search results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR
+
+__all__ = ["digest", "owner_of", "scan"]
+
+
+def owner_of(path: str) -> str:
+    """The owner of a workspace path: ``<segment>`` under ``users/<segment>/``, else ``""``."""
+    parts = path.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == USERS_DIR else ""
+
+
+def digest(text: str) -> str:
+    """The content hash stored per file (SHA-256 of the UTF-8 text)."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return [e for e in it if not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def scan(workspace: Path) -> dict[str, tuple[int, int]]:
+    """Workspace path -> (size, mtime_ns) of every indexable file, from one ``scandir`` each."""
+    found: dict[str, tuple[int, int]] = {}
+
+    def add(rel: str, entry: os.DirEntry[str]) -> None:
+        if entry.is_file(follow_symlinks=False):
+            stat = entry.stat(follow_symlinks=False)
+            found[rel] = (stat.st_size, stat.st_mtime_ns)
+
+    roots = [("", workspace)]
+    for user in _entries(workspace / USERS_DIR):
+        if user.is_dir(follow_symlinks=False):
+            roots.append((f"{USERS_DIR}/{user.name}/", Path(user.path)))
+    for prefix, root in roots:
+        for entry in _entries(root):
+            if entry.name == MEMORY_MD:
+                add(prefix + MEMORY_MD, entry)
+        for entry in _entries(root / MEMORY_DIR):
+            if entry.name.endswith(".md"):
+                add(f"{prefix}{MEMORY_DIR}/{entry.name}", entry)
+        for agent in _entries(root / AGENTS_DIR):
+            if agent.is_dir(follow_symlinks=False):
+                for entry in _entries(Path(agent.path) / "sessions"):
+                    if entry.name.endswith(".log.jsonl"):
+                        add(f"{prefix}{AGENTS_DIR}/{agent.name}/sessions/{entry.name}", entry)
+    return found

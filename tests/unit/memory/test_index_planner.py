@@ -1,0 +1,96 @@
+"""The bounded-cost query plan, exercised on small data by shrinking the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.memory import _search
+from harness.memory.index import MemoryIndex
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryIndex]:
+    monkeypatch.setattr(_search, "RANK_BUDGET", 5)
+    with MemoryIndex(tmp_path) as opened:
+        yield opened
+
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def test_rare_clauses_are_ranked_by_bm25_and_frequent_ones_add_their_idf(
+    index: MemoryIndex,
+) -> None:
+    common = [f"- dentist reminder number {i}" for i in range(20)]
+    index.index_from_string(
+        "MEMORY.md", _lines(*common, "- Anna has a cat", "- Anna booked the dentist")
+    )
+    sql, params = index.search_sql("Anna dentist?")
+    assert sql == _search.BM25_SQL
+    assert params["query"] == '({content cjk context} : "anna")'
+    hits = index.search("Anna dentist?")
+    assert hits[0].content == "- Anna booked the dentist"
+    assert hits[1].content == "- Anna has a cat"
+
+
+def test_when_every_clause_is_frequent_the_newest_rows_holding_the_rarest_pair_come_first(
+    index: MemoryIndex,
+) -> None:
+    old = [f"- dentist appointment in {m}" for m in ("March", "April", "May")]
+    noise = [f"- dentist invoice {i}" for i in range(10)] + [f"- appointment {i}" for i in range(8)]
+    index.index_from_string("memory/2026-01-01.md", _lines(*old, *noise))
+    index.index_from_string("memory/2026-06-01.md", _lines("- dentist appointment moved to June"))
+    sql, params = index.search_sql("dentist appointment")
+    assert sql == _search.NEWEST_SQL
+    assert params["query"] in (
+        f'(({{content cjk context}} : "{a}") AND ({{content cjk context}} : "{b}")) '
+        'AND (scope : ("u"))'
+        for a, b in (("appointment", "dentist"), ("dentist", "appointment"))
+    )
+    hits = index.search("dentist appointment", limit=4)
+    assert [h.content for h in hits] == [
+        "- dentist appointment moved to June",
+        "- dentist appointment in May",
+        "- dentist appointment in April",
+        "- dentist appointment in March",
+    ]
+
+
+def test_frequent_clauses_still_prefer_rows_with_more_of_the_query(index: MemoryIndex) -> None:
+    lines = [f"- dentist appointment {i}" for i in range(12)]
+    index.index_from_string("MEMORY.md", _lines("- dentist appointment with Maria", *lines))
+    assert index.search("Maria dentist appointment")[0].content == (
+        "- dentist appointment with Maria"
+    )
+    index.index_from_string("memory/more.md", _lines(*[f"- Maria {i}" for i in range(12)]))
+    hits = index.search("Maria dentist appointment")
+    assert hits[0].content == "- dentist appointment with Maria"
+
+
+def test_the_newest_rows_are_those_the_searcher_may_see(index: MemoryIndex) -> None:
+    index.index_from_string("MEMORY.md", _lines(*[f"- shared wifi code {i}" for i in range(8)]))
+    index.index_from_string(
+        "users/bob/MEMORY.md", _lines(*[f"- bob wifi code {i}" for i in range(300)])
+    )
+    shared = index.search("wifi code", limit=8)
+    assert len(shared) == 8
+    assert all(h.path == "MEMORY.md" for h in shared)
+    assert {h.path for h in index.search("wifi code", limit=50, user_id="alice")} == {"MEMORY.md"}
+    bob = index.search("wifi code", limit=3, user_id="bob")
+    assert [h.content for h in bob] == [
+        "- bob wifi code 299",
+        "- bob wifi code 298",
+        "- bob wifi code 297",
+    ]
+
+
+def test_a_single_frequent_word_returns_its_newest_lines(index: MemoryIndex) -> None:
+    index.index_from_string("MEMORY.md", _lines(*[f"- coffee note {i}" for i in range(30)]))
+    assert [h.content for h in index.search("coffee", limit=2)] == [
+        "- coffee note 29",
+        "- coffee note 28",
+    ]
