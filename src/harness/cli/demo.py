@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from harness.agent import HarnessAgent
 from harness.cli._output import out
@@ -144,7 +145,7 @@ async def run_demo(workspace: Path | None) -> Path:
 
     daily = f"users/ada/memory/{datetime.now().astimezone().date().isoformat()}.md"
     log = await asyncio.to_thread((root / daily).read_text, encoding="utf-8")
-    out.print(Panel(log.strip(), title=f"3. Memory flushed after each call: {daily}"))
+    out.print(Panel(Text(log.strip()), title=f"3. Memory flushed after each call: {daily}"))
     out.print(
         "  After each call the memory model extracted new facts into the user's daily log "
         "(the second call had nothing new: NO_REPLY).\n",
@@ -159,11 +160,11 @@ async def run_demo(workspace: Path | None) -> Path:
     consolidated = await asyncio.to_thread(
         (root / "users/ada/MEMORY.md").read_text, encoding="utf-8"
     )
-    out.print(Panel(consolidated.strip(), title="4. Consolidated into users/ada/MEMORY.md"))
+    out.print(Panel(Text(consolidated.strip()), title="4. Consolidated into users/ada/MEMORY.md"))
 
     query = "marathon distance in km"
     found = await MemoryTools(second.workspace, maintenance).memory_search(query, ctx)
-    out.print(Panel(found, title=f"5. memory_search({query!r}), as the agent sees it"))
+    out.print(Panel(Text(found), title=f"5. memory_search({query!r}), as the agent sees it"))
     await second.aclose()
 
     table = Table(title="6. Files in the workspace", show_lines=False)

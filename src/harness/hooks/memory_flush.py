@@ -1,16 +1,20 @@
 """Memory flush: after every call, new facts go to the daily log, new messages to the transcript.
 
-The search index then catches up with both.
+The work runs in the background, in order per session, so the call returns without waiting
+for the memory model; searches and ``aclose()`` wait for it (see
+:meth:`~harness.memory.MemoryMaintenance.schedule`). Both steps catch up from the whole
+conversation, so nothing is lost if the process stops first: the next call flushes what no
+flush has seen and offloads what the transcript lacks.
 
-Reads the call's memory at PostCall (the state the call ended with, never a view captured
+Takes the call's memory at PostCall (the state the call ended with, never a view captured
 earlier) and writes ``memory/YYYY-MM-DD.md`` and ``agents/<agent>/sessions/<session>.jsonl``
 (and ``.log.jsonl``, ``sessions.json``) in the user's namespace; see
 :mod:`harness.memory.flush` and :mod:`harness.memory.transcript`. A flush or an offload that
 fails is logged and never fails the call; the flush is retried with the same messages at the
 next call.
 
-Priority 5: right after the trace hook, so memory files are written before maintenance (6)
-asks for a consolidation and before session persistence (900) snapshots the call.
+Priority 5: right after the trace hook, so this call's flush is queued before maintenance (6)
+queues its consolidation request behind it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from harness.kernel import Event, Hook, PostCall
+from harness.context import RuntimeContext
+from harness.kernel import Event, Hook, Msg, PostCall
 from harness.memory.flush import MemoryFlushManager
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
@@ -39,7 +44,7 @@ class MemoryFlushHook(Hook):
         *,
         flush: MemoryFlushManager | None,
         transcript: TranscriptWriter | None,
-        maintenance: MemoryMaintenance | None = None,
+        maintenance: MemoryMaintenance,
     ) -> None:
         self.flush = flush
         self.transcript = transcript
@@ -47,9 +52,13 @@ class MemoryFlushHook(Hook):
 
     async def on_event(self, event: Event) -> None:
         ctx = event.ctx
+        messages = list(event.memory)  # the conversation as this call ended it
+        self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages))
+
+    async def _record(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
         if self.flush is not None:
             try:
-                result = await self.flush.flush(ctx, event.memory)
+                result = await self.flush.flush(ctx, messages)
             except Exception as exc:
                 logger.warning(
                     "memory flush for session %r failed, will retry next call: %s",
@@ -57,21 +66,19 @@ class MemoryFlushHook(Hook):
                     exc,
                 )
             else:
-                if result.path and self.maintenance is not None:
-                    await self._index(result.path)
+                if result.path:
+                    self.maintenance.schedule_index(result.path)
         if self.transcript is not None:
             try:
-                appended = await self.transcript.offload(ctx, event.memory)
+                appended = await self.transcript.offload(ctx, messages)
             except Exception as exc:
                 logger.warning("transcript offload for session %r failed: %s", ctx.session_id, exc)
             else:
-                if appended and self.maintenance is not None:
+                if appended:
                     log = self.transcript.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
-                    await self._index(log)
+                    self.maintenance.schedule_index(log)
 
-    async def _index(self, path: str) -> None:
-        assert self.maintenance is not None
-        try:
-            await self.maintenance.index_file(path)
-        except Exception as exc:
-            logger.warning("could not index %s (a later re-index will): %s", path, exc)
+
+def session_key(ctx: RuntimeContext) -> str:
+    """The key that keeps one session's background memory work in order."""
+    return f"{ctx.user_id or ''}\x00{ctx.session_id or ''}"

@@ -286,6 +286,22 @@ class MemoryIndex:
             delete_rows(conn, [path])
             conn.execute("DELETE FROM memory_files WHERE path = ?", (path,))
 
+    def _claim_workspace(self, root: Path) -> None:
+        """Record the workspace this index serves; refuse a second one."""
+        name = str(root.absolute())
+        with self.atomic() as conn:
+            query = "SELECT value FROM memory_meta WHERE key = 'workspace'"
+            row = conn.execute(query).fetchone()
+            if row is None:
+                insert = "INSERT INTO memory_meta (key, value) VALUES ('workspace', ?)"
+                conn.execute(insert, (name,))
+            elif row[0] != name:
+                msg = (
+                    f"the memory index {self.path} belongs to the workspace {row[0]}, not {name}: "
+                    "give each workspace its own parent directory (the index sits beside it)"
+                )
+                raise StorageError(msg)
+
     def index_all_from_workspace(
         self, workspace: Path, *, progress: Callable[[int, int], None] | None = None
     ) -> IndexStats:
@@ -294,8 +310,13 @@ class MemoryIndex:
         Files whose size and mtime are unchanged are skipped without reading; changed files
         whose content hash is unchanged are not re-indexed; rows of files that no longer exist
         are removed. ``progress(done, total)`` is called after each file.
+
+        Raises:
+            StorageError: The index already serves another workspace (two workspaces in one
+                parent directory would remove each other's rows).
         """
         root = Path(workspace)
+        self._claim_workspace(root)
         found = scan(root)
         with self._lock:
             known = {

@@ -93,6 +93,10 @@ class MemoryMaintenance:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holders = 0
         self._index_open = False
+        self._to_index: dict[str, None] = {}
+        self._indexer: asyncio.Task[None] | None = None
+        self._chains: dict[str, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
     def for_workspace(
@@ -123,6 +127,8 @@ class MemoryMaintenance:
             return
         if self._running.get(self.workspace.root) is self:
             del self._running[self.workspace.root]
+        with contextlib.suppress(RuntimeError):  # an indexer left on a closed event loop
+            await self.settled()
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
@@ -158,6 +164,63 @@ class MemoryMaintenance:
         await self.start()
         self._jobs.put_nowait(lambda: self._consolidate(user_id))
         return True
+
+    def schedule(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+        """Run ``job`` in the background, after the jobs scheduled earlier under the same key.
+
+        For the work a call leaves behind (its memory flush, its transcript): the call returns
+        at once, jobs of one session run in order, and :meth:`settled` (which searches and
+        :meth:`release` await) waits for them.
+        """
+        previous = self._chains.get(key)
+
+        async def chained() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                await job()
+            except Exception:
+                logger.exception("background memory work for %s failed", key)
+
+        task = asyncio.get_running_loop().create_task(chained())
+        self._chains[key] = task
+        self._background.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._background.discard(finished)
+            if self._chains.get(key) is finished:
+                del self._chains[key]
+
+        task.add_done_callback(done)
+
+    def schedule_index(self, path: str) -> None:
+        """Index a file that was just written, in the background; the call does not wait.
+
+        Searches wait for scheduled indexing first (:meth:`settled`), so what a call wrote is
+        found by the next search.
+        """
+        if self.index is None:
+            return
+        self._to_index[path] = None
+        if self._indexer is None or self._indexer.done():
+            self._indexer = asyncio.get_running_loop().create_task(self._drain_index())
+
+    async def settled(self) -> None:
+        """Wait until the background work scheduled so far is done and its files indexed."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        indexer = self._indexer
+        if indexer is not None and not indexer.done():
+            await asyncio.shield(indexer)
+
+    async def _drain_index(self) -> None:
+        while self._to_index:
+            path = next(iter(self._to_index))
+            del self._to_index[path]
+            try:
+                await self.index_file(path)
+            except Exception as exc:
+                logger.warning("could not index %s (the next re-index will): %s", path, exc)
 
     async def index_file(self, path: str) -> None:
         """Bring the index up to date with one workspace file (after an append)."""

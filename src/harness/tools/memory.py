@@ -64,8 +64,9 @@ class MemoryTools:
             return "No query provided"
         count = max(1, min(limit or DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT))
         index = self.maintenance.index if self.maintenance is not None else None
-        if index is not None:
-            await self.maintenance.start()  # type: ignore[union-attr]
+        if index is not None and self.maintenance is not None:
+            await self.maintenance.start()
+            await self.maintenance.settled()  # what earlier calls left behind is indexed first
             hits = [
                 (self._relative(h.path, ctx), h.line_number, h.content)
                 for h in await index.asearch(query, count, user_id=ctx.user_id)
@@ -146,7 +147,7 @@ class MemoryTools:
 
     async def _index(self, path: str) -> None:
         if self.maintenance is not None:
-            await self.maintenance.index_file(path)
+            self.maintenance.schedule_index(path)
 
     @staticmethod
     def _relative(path: str, ctx: RuntimeContext) -> str:

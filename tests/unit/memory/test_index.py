@@ -413,3 +413,14 @@ async def test_async_facade_runs_in_worker_threads(index: MemoryIndex, workspace
     assert await index.aindex_from_string("MEMORY.md", "- Anna moved to Paris.") == 1
     hits = await index.asearch("Where did Anna move? Paris?")
     assert hits[0].content == "- Anna moved to Paris."
+
+
+def test_one_index_serves_one_workspace(tmp_path: Path) -> None:
+    first, second = tmp_path / "ws1", tmp_path / "ws2"
+    first.mkdir()
+    second.mkdir()
+    with MemoryIndex(tmp_path) as index:
+        index.index_all_from_workspace(first)
+        index.index_all_from_workspace(first)  # the same workspace again is fine
+        with pytest.raises(StorageError, match=r"belongs to the workspace .*ws1, not .*ws2"):
+            index.index_all_from_workspace(second)
