@@ -3,6 +3,11 @@
 Shared by the end-to-end tests: a :class:`Cli` runs the console script with ``HOME`` pointing at
 a temporary directory and without the variables that would let the developer's own model, keys
 or workspace leak in; the helpers write scripted-model files and read what the CLI left on disk.
+
+Memory is on by default: after every call the agent's model is also asked, as the memory model,
+for new memories (and now and then to consolidate them). Scripts therefore start with
+:data:`NO_MEMORIES` (or a flush turn of their own), and :func:`split_requests` tells the agent's
+requests from the memory model's.
 """
 
 from __future__ import annotations
@@ -39,6 +44,16 @@ REMOVED_ENV: Final = (
 TIMEOUT_S: Final = 60.0
 
 TRACE_EVENTS: Final = ("PreCall", "PreReasoning", "PostReasoning", "PostCall")
+
+FLUSH_PROMPT: Final = "Extract NEW memories"
+"""Text of the memory flush's request (its last message), which no agent request holds."""
+
+CONSOLIDATION_PROMPT: Final = "New daily log entries to merge"
+"""Text of the consolidation's request (its last message)."""
+
+NO_MEMORIES: Final[Mapping[str, Any]] = {"match": FLUSH_PROMPT, "text": "NO_REPLY", "repeat": True}
+"""A script turn answering every memory flush with "nothing new"; put it first in a script so
+that the agent's turns are not spent on the flush (memory is on by default)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,44 @@ def read_requests(log: Path) -> list[list[dict[str, Any]]]:
     return read_jsonl(log)
 
 
+def last_text(request: Sequence[Mapping[str, Any]]) -> str:
+    """The text of a request's last message: what a scripted turn's ``match`` is searched in."""
+    return text_of(request[-1])
+
+
+@dataclass(frozen=True)
+class Requests:
+    """A request log split by who asked: the agent, the memory flush, the consolidation."""
+
+    agent: list[list[dict[str, Any]]]
+    flush: list[list[dict[str, Any]]]
+    consolidation: list[list[dict[str, Any]]]
+
+
+def split_requests(log: Path) -> Requests:
+    """The requests of ``log`` by who made them, each list in order.
+
+    The memory model's requests are told apart by their prompts (:data:`FLUSH_PROMPT`,
+    :data:`CONSOLIDATION_PROMPT`), so the agent's own requests can be checked exactly. A log that
+    does not exist holds no request.
+    """
+    split = Requests(agent=[], flush=[], consolidation=[])
+    for request in read_requests(log) if log.exists() else []:
+        text = last_text(request)
+        if FLUSH_PROMPT in text:
+            split.flush.append(request)
+        elif CONSOLIDATION_PROMPT in text:
+            split.consolidation.append(request)
+        else:
+            split.agent.append(request)
+    return split
+
+
+def agent_requests(log: Path) -> list[list[dict[str, Any]]]:
+    """The requests the agent itself made (the memory model's left out), in order."""
+    return split_requests(log).agent
+
+
 def session_file(
     workspace: Path, session: str, *, user: str | None = None, agent: str = "harness"
 ) -> Path:
@@ -144,6 +197,27 @@ def text_of(message: Mapping[str, Any]) -> str:
 def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """(role, text) of each message, the system prompt reduced to its role."""
     return [(m["role"], "" if m["role"] == "system" else text_of(m)) for m in messages]
+
+
+def memory_dir(workspace: Path, *, user: str | None = None) -> Path:
+    """The daily logs' directory of the shared namespace or of ``user``'s."""
+    return (workspace / "users" / user if user else workspace) / "memory"
+
+
+def daily_logs(workspace: Path, *, user: str | None = None) -> list[Path]:
+    """The markdown files directly in a namespace's ``memory/`` (daily logs), by name."""
+    return sorted(memory_dir(workspace, user=user).glob("*.md"))
+
+
+def sessions_dir(workspace: Path, *, user: str | None = None, agent: str = "harness") -> Path:
+    """Where an agent's session transcripts are kept in a namespace."""
+    base = workspace / "users" / user if user else workspace
+    return base / "agents" / agent / "sessions"
+
+
+def visible_files(directory: Path) -> list[str]:
+    """Names of the files in ``directory`` that are not hidden (lock files are), sorted."""
+    return sorted(p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
 def squash(text: str) -> str:

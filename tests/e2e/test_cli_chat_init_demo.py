@@ -7,23 +7,32 @@ import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import date
 from pathlib import Path
 
 import pytest
 from _cli_runner import (
+    FLUSH_PROMPT,
+    NO_MEMORIES,
     Cli,
     Result,
+    agent_requests,
+    daily_logs,
+    last_text,
     make_cli,
     read_jsonl,
-    read_requests,
     read_session,
+    sessions_dir,
+    split_requests,
     squash,
     turns_of,
+    visible_files,
     write_script,
 )
 
 from harness.cli.demo import DEMO_SCRIPT
 from harness.cli.main import app
+from harness.memory import CONSOLIDATION_SYSTEM_PROMPT, FLUSH_SYSTEM_PROMPT
 
 SKELETON_FILES = ("AGENTS.md", "MEMORY.md", "knowledge/KNOWLEDGE.md")
 SKELETON_DIRS = ("memory", "skills", "subagents")
@@ -115,6 +124,7 @@ def test_chat_replies_and_switches_session(cli: Cli, tmp_path: Path) -> None:
     script = write_script(
         tmp_path / "script.json",
         [
+            NO_MEMORIES,
             {"match": "^hello$", "text": "Hi there!"},
             {"match": "^hi$", "text": "Hello again."},
         ],
@@ -146,12 +156,30 @@ def test_chat_replies_and_switches_session(cli: Cli, tmp_path: Path) -> None:
         ("assistant", "Hello again."),
     ]
     # The switched-to session starts empty: "hello" is not sent with "hi".
-    _, second = read_requests(tmp_path / "requests.jsonl")
+    _, second = agent_requests(tmp_path / "requests.jsonl")
     assert turns_of(second) == [("system", ""), ("user", "hi")]
+    # Each turn was flushed in its own session, with that session's messages only.
+    first_flush, second_flush = split_requests(tmp_path / "requests.jsonl").flush
+    assert "[USER]: hello" in last_text(first_flush)
+    assert "[USER]: hi" in last_text(second_flush)
+    assert "hello" not in last_text(second_flush)
+    assert visible_files(sessions_dir(workspace)) == [
+        "default.flush.json",
+        "default.jsonl",
+        "default.log.jsonl",
+        "other.flush.json",
+        "other.jsonl",
+        "other.log.jsonl",
+        "sessions.json",
+    ]
 
 
 def test_chat_survives_a_failed_turn(cli: Cli, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "script.json", [{"match": "^second$", "text": "Still here."}])
+    script = write_script(
+        tmp_path / "script.json",
+        [NO_MEMORIES, {"match": "^second$", "text": "Still here."}],
+        log="requests.jsonl",
+    )
     workspace = tmp_path / "ws"
 
     result = cli.run(
@@ -168,11 +196,24 @@ def test_chat_survives_a_failed_turn(cli: Cli, tmp_path: Path) -> None:
         ("user", "second"),
         ("assistant", "Still here."),
     ]
+    # The failed turn's question is not lost to memory either: the next call's flush and
+    # transcript carry it.
+    (flush,) = split_requests(tmp_path / "requests.jsonl").flush
+    window = last_text(flush).split(FLUSH_PROMPT, 1)[1]
+    assert window.index("[USER]: first") < window.index("[USER]: second")
+    transcript = read_jsonl(sessions_dir(workspace) / "default.jsonl")
+    assert [(e["role"], e["content"]) for e in transcript] == [
+        ("user", "first"),
+        ("user", "second"),
+        ("assistant", "Still here."),
+    ]
 
 
 def test_chat_ends_cleanly_at_end_of_input(cli: Cli, tmp_path: Path) -> None:
     script = write_script(
-        tmp_path / "script.json", [{"text": "Only reply.", "repeat": True}], log="requests.jsonl"
+        tmp_path / "script.json",
+        [NO_MEMORIES, {"text": "Only reply.", "repeat": True}],
+        log="requests.jsonl",
     )
     workspace = tmp_path / "ws"
 
@@ -184,7 +225,8 @@ def test_chat_ends_cleanly_at_end_of_input(cli: Cli, tmp_path: Path) -> None:
     assert result.returncode == 0, result
     assert result.stdout.count("Only reply.") == 1
     assert "error" not in result.stderr
-    assert len(read_requests(tmp_path / "requests.jsonl")) == 1
+    requests = split_requests(tmp_path / "requests.jsonl")
+    assert (len(requests.agent), len(requests.flush), len(requests.consolidation)) == (1, 1, 0)
     assert turns_of(read_session(workspace, "c1")) == [
         ("user", "hello"),
         ("assistant", "Only reply."),
@@ -193,13 +235,48 @@ def test_chat_ends_cleanly_at_end_of_input(cli: Cli, tmp_path: Path) -> None:
 
 # --- demo ---------------------------------------------------------------------------------------
 
-DEMO_SECTIONS = ("1. A call with a tool", "2. The session, restored", "3. Files in the workspace")
+DEMO_SECTIONS = (
+    "1. A call with a tool",
+    "2. The session, restored",
+    "3. Memory flushed after each call",
+    "4. Consolidated into users/ada/MEMORY.md",
+    "5. memory_search('marathon distance in km')",
+    "6. Files in the workspace",
+)
 
 
-def assert_demo_ran_in(root: Path, stdout: str) -> None:
+def panel_lines(stdout: str, number: int) -> list[str]:
+    """The lines shown in the panel of demo section ``number``, as they were before the panel
+    wrapped them (a line the tool printed starts with "Found " or "Source: ")."""
+    lines = stdout.splitlines()
+    top = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[number - 1] in line)
+    shown: list[str] = []
+    for line in lines[top + 1 :]:
+        if not line.startswith("│"):
+            break
+        text = line.strip()[1:-1].strip()
+        if not shown or text.startswith(("Found ", "Source: ")) or not shown[-1]:
+            shown.append(text)
+        elif text:
+            shown[-1] += " " + text
+    return [line for line in shown if line]
+
+
+def section_text(stdout: str, number: int) -> str:
+    """The squashed text of demo section ``number``: from its title to the next one's."""
+    text = squash(stdout)
+    start = text.index(DEMO_SECTIONS[number - 1])
+    end = text.index(DEMO_SECTIONS[number]) if number < len(DEMO_SECTIONS) else len(text)
+    assert start < end, f"section {number} is out of order"
+    return text[start:end]
+
+
+def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None:
+    """The tour ran in ``root`` between the local dates ``days`` (start, end)."""
     text = squash(stdout)
     for section in DEMO_SECTIONS:
         assert section in text
+    assert [text.index(s) for s in DEMO_SECTIONS] == sorted(text.index(s) for s in DEMO_SECTIONS)
     assert "guide: A marathon is about 42.2 km, Ada." in text
     assert "guide: You asked how far a marathon is: 42.2 km." in text
     assert 'The model called convert_miles({"miles": 26.2})' in text
@@ -220,24 +297,108 @@ def assert_demo_ran_in(root: Path, stdout: str) -> None:
     ]
     assert messages[2]["content"][0]["output"] == "42.2 km"
     assert json.loads((root / "demo-script.json").read_text(encoding="utf-8")) == DEMO_SCRIPT
-    requests = read_jsonl(root / "demo-requests.jsonl")
-    assert len(requests) == 3  # the tool call, the answer, the follow-up
+    requests = split_requests(root / "demo-requests.jsonl")
+    assert len(requests.agent) == 3  # the tool call, the answer, the follow-up
+    assert len(requests.flush) == 2  # one per call
+    assert len(requests.consolidation) == 1  # step 4
+    assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
+    assert all(r[0]["content"][0]["text"] == FLUSH_SYSTEM_PROMPT for r in requests.flush)
+    assert requests.consolidation[0][0]["content"][0]["text"].startswith(
+        CONSOLIDATION_SYSTEM_PROMPT.split("{", 1)[0]
+    )
+
+    # 3. The first call's fact went to ada's daily log; the second call had nothing new.
+    (log,) = daily_logs(root, user="ada")
+    assert log.stem in {day.isoformat() for day in days}
+    assert daily_logs(root) == []  # nothing in the shared namespace
+    lines = log.read_text(encoding="utf-8").strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("## Memory Flush — ")
+    assert lines[1] == "- Ada asked how far a marathon is: about 42.2 km."
+    assert f"3. Memory flushed after each call: users/ada/memory/{log.name}" in text
+    assert lines[1] in section_text(stdout, 3)
+    # 4. Consolidation wrote ada's own MEMORY.md (the shared one is unchanged) and its state.
+    memory = (root / "users/ada/MEMORY.md").read_text(encoding="utf-8")
+    assert "- A marathon is about 42.2 km (Ada asked, on her first visit)." in memory
+    assert "- A marathon is about 42.2 km (Ada asked, on her first visit)." in section_text(
+        stdout, 4
+    )
+    assert "42.2" not in (root / "MEMORY.md").read_text(encoding="utf-8")
+    assert (root / "users/ada/memory/.consolidation_state").is_file()
+    # 5. memory_search found the fact, shown as the agent sees it: each hit is the line it
+    # names, verbatim (paths are relative to ada's namespace).
+    found = section_text(stdout, 5)
+    assert re.search(r"Found \d+ matches", found), found
+    assert "Source: MEMORY.md#" in found
+    assert f"Source: memory/{log.name}#" in found
+    assert "42.2 km" in found
+    heading, *hits = panel_lines(stdout, 5)
+    assert heading == f"Found {len(hits)} matches:"
+    for hit in hits:
+        match = re.fullmatch(r"Source: (\S+)#(\d+): (.*)", hit)
+        assert match, hit
+        path, number = root / "users/ada" / match[1], int(match[2])
+        line = path.read_text(encoding="utf-8").splitlines()[number - 1]
+        if path.suffix == ".jsonl":  # a transcript entry: one of its content's lines
+            assert match[3] in json.loads(line)["content"].splitlines(), hit
+        else:
+            assert match[3] == line.strip(), hit
+    # 6. The files: the transcript beside the session, the index beside the workspace.
+    transcripts = sessions_dir(root, user="ada", agent="guide")
+    assert visible_files(transcripts) == [
+        "sessions.json",
+        "tour.flush.json",
+        "tour.jsonl",
+        "tour.log.jsonl",
+    ]
+    assert [e["role"] for e in read_jsonl(transcripts / "tour.jsonl")] == [
+        m["role"] for m in messages
+    ]
+    # The table lists what the tour wrote (lock files left out), and nothing else is there.
+    lines = stdout.splitlines()
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[5] in line)
+    listed = [line.strip("│ ").split("│")[0].strip() for line in lines[title:] if line[:1] == "│"]
+    assert listed == [
+        "AGENTS.md",
+        "MEMORY.md",
+        "demo-requests.jsonl",
+        "demo-script.json",
+        "knowledge/KNOWLEDGE.md",
+        "users/ada/MEMORY.md",
+        "users/ada/agents/guide/context/tour/messages.jsonl",
+        "users/ada/agents/guide/sessions/sessions.json",
+        "users/ada/agents/guide/sessions/tour.flush.json",
+        "users/ada/agents/guide/sessions/tour.jsonl",
+        "users/ada/agents/guide/sessions/tour.log.jsonl",
+        "users/ada/memory/.consolidation_state",
+        f"users/ada/memory/{log.name}",
+    ]
+    on_disk = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(".lock")
+    ]
+    assert sorted(on_disk) == listed
+    assert (root.parent / "memory_index.db").is_file()
+    assert not (root / "memory_index.db").exists()
+    assert f"The search index is {root.parent / 'memory_index.db'}" in stdout
 
 
 def test_demo_in_a_given_workspace(cli: Cli, tmp_path: Path) -> None:
     root = tmp_path / "a-demo-workspace-with-a-long-enough-name-to-pass-80-columns" / "tour"
-    started = time.monotonic()
+    started, first_day = time.monotonic(), date.today()
 
     result = cli.run("demo", "--workspace", root, timeout=60)
 
     assert time.monotonic() - started < 30
     assert (result.returncode, result.stderr) == (0, ""), result
-    assert_demo_ran_in(root, result.stdout)
+    assert_demo_ran_in(root, result.stdout, (first_day, date.today()))
 
 
 def test_demo_in_a_new_temporary_directory(cli: Cli, tmp_path: Path) -> None:
     temp = tmp_path / "tmp-for-the-demo-with-a-name-long-enough-to-pass-the-console-width"
     temp.mkdir()
+    first_day = date.today()
 
     result = cli.run("demo", env={"TMPDIR": str(temp)}, timeout=60)
 
@@ -246,11 +407,14 @@ def test_demo_in_a_new_temporary_directory(cli: Cli, tmp_path: Path) -> None:
     assert match, result
     root = Path(match.group(1))
     try:
-        assert root.parent == temp
-        assert root.name.startswith("harness-demo-")
-        assert_demo_ran_in(root, result.stdout)
+        # <TMPDIR>/harness-demo-*/workspace, so the index beside it is the tour's own too.
+        assert root.parent.parent == temp
+        assert root.parent.name.startswith("harness-demo-")
+        assert root.name == "workspace"
+        assert sorted(p.name for p in temp.iterdir()) == [root.parent.name]
+        assert_demo_ran_in(root, result.stdout, (first_day, date.today()))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root.parent, ignore_errors=True)
     assert list(cli.cwd.iterdir()) == []
 
 
@@ -259,6 +423,7 @@ def test_demo_in_a_new_temporary_directory(cli: Cli, tmp_path: Path) -> None:
 COMMANDS = {
     (c.name or c.callback.__name__): c.callback for c in app.registered_commands if c.callback
 }
+GROUPS = sorted(g.name for g in app.registered_groups if g.name)
 
 
 @pytest.fixture(scope="module")
@@ -273,13 +438,14 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 def test_commands_are_the_documented_four() -> None:
     assert sorted(COMMANDS) == ["chat", "demo", "init", "run"]
+    assert GROUPS == ["memory"]  # its subcommands: see test_cli_memory.py
 
 
 def test_top_level_help_lists_every_command(helps: dict[str, Result]) -> None:
     result = helps[""]
 
     assert (result.returncode, result.stderr) == (0, ""), result
-    for name in COMMANDS:
+    for name in [*COMMANDS, *GROUPS]:
         assert re.search(rf"\b{name} {{2,}}\w", result.stdout), f"{name} missing:\n{result.stdout}"
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from _cli_runner import (
+    NO_MEMORIES,
     TRACE_EVENTS,
     Cli,
     Result,
+    agent_requests,
     make_cli,
     read_session,
     turns_of,
@@ -152,8 +154,10 @@ def test_configuration_error_exits_2_with_one_line(
     outcome = config_errors[name]
 
     assert_one_error_line(outcome.result, 2, *CONFIG_ERRORS[name].needles(outcome.tmp))
-    # Nothing was half-done: no conversation was saved anywhere.
+    # Nothing was half-done: no conversation, memory or index was saved anywhere.
     assert not list(outcome.tmp.rglob("messages.jsonl"))
+    assert not list(outcome.tmp.rglob("*.log.jsonl"))
+    assert not list(outcome.tmp.rglob("memory_index.db"))
 
 
 def test_unwritable_workspace_exits_2(cli: Cli, tmp_path: Path) -> None:
@@ -178,7 +182,11 @@ def test_unwritable_workspace_exits_2(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_model_failure_exits_1_and_keeps_the_accepted_turn(cli: Cli, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "script.json", [{"match": "^never$", "text": "unreachable"}])
+    script = write_script(
+        tmp_path / "script.json",
+        [NO_MEMORIES, {"match": "^never$", "text": "unreachable"}],
+        log="requests.jsonl",
+    )
     workspace = tmp_path / "ws"
 
     result = cli.run("run", "-s", "f1", "-w", workspace, "-m", f"scripted:{script}", "hello there")
@@ -187,6 +195,7 @@ def test_model_failure_exits_1_and_keeps_the_accepted_turn(cli: Cli, tmp_path: P
     assert line.startswith("error: ScriptExhaustedError: ")
     assert not any(event in result.stderr for event in (*TRACE_EVENTS, "Error session="))
     assert turns_of(read_session(workspace, "f1")) == [("user", "hello there")]
+    assert len(agent_requests(tmp_path / "requests.jsonl")) == 1
 
 
 def test_usage_error_exits_2_without_running(cli: Cli, tmp_path: Path) -> None:
@@ -201,6 +210,7 @@ def test_usage_error_exits_2_without_running(cli: Cli, tmp_path: Path) -> None:
     assert "--no-such-option" in result.stderr
     assert not (tmp_path / "requests.jsonl").exists()
     assert not (tmp_path / "ws").exists()
+    assert not (tmp_path / "memory_index.db").exists()
 
 
 @pytest.mark.parametrize("option", ["--session", "--user"])

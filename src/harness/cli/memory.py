@@ -134,9 +134,10 @@ def search_command(
         out.print(f"No matching memories found for: {query}", **PLAIN)
         return
     table = Table("path", "line", "content", "rank")
+    table.columns[0].overflow = "fold"  # a path is shown whole, folded if it must be
     for hit in hits:
         table.add_row(
-            str(hit["path"]), str(hit["line_number"]), str(hit["content"]), f"{hit['rank']:.3f}"
+            str(hit["path"]), str(hit["line_number"]), str(hit["content"]), f"{hit['rank']:.3g}"
         )
     out.print(table)
 

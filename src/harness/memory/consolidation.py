@@ -103,7 +103,10 @@ class MemoryConsolidator:
             return ConsolidationResult(updated=False, reason="no new daily-log entries")
         for _attempt in range(MAX_ATTEMPTS):
             current = await self.workspace.read_own(MEMORY_MD, user_id) or ""
-            merged = await self._merge(current, since, "\n".join(entries))
+            # A user without a MEMORY.md of their own starts from the shared one, which their
+            # prompts have shown them so far.
+            base = current or (await self.workspace.read_own(MEMORY_MD) or "" if user_id else "")
+            merged = await self._merge(base, since, "\n".join(entries))
             if not merged:
                 logger.warning("consolidation skipped: the model returned nothing")
                 return ConsolidationResult(updated=False, reason="blank model answer")

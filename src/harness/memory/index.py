@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -72,6 +73,7 @@ _BATCH_ROWS: Final = 50_000  # rows per write transaction of a full index
 _OPTIMIZE_ROWS: Final = 100_000  # a load this big is merged into one FTS segment afterwards
 _CANDIDATES: Final = 50  # per ranking, before fusion
 _BUSY_TIMEOUT_MS: Final = 10_000
+_OPEN_ATTEMPTS: Final = 10
 _NOTHING_SQL: Final = "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0"
 
 
@@ -134,6 +136,18 @@ class MemoryIndex:
         Raises:
             StorageError: The file cannot be created or is not a usable database.
         """
+        # Switching a new database to WAL can meet another process doing the same, and SQLite
+        # reports that as "locked" at once instead of waiting; a short retry covers it.
+        for attempt in range(_OPEN_ATTEMPTS):
+            try:
+                return self._open()
+            except StorageError as exc:
+                if "locked" not in str(exc) or attempt == _OPEN_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _open(self) -> MemoryIndex:
         with self._lock:
             if self._conn is not None:
                 return self

@@ -129,11 +129,12 @@ class MemoryMaintenance:
             del self._running[self.workspace.root]
         with contextlib.suppress(RuntimeError):  # an indexer left on a closed event loop
             await self.settled()
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
-                await self._worker
-            self._worker = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            with contextlib.suppress(RuntimeError):  # a worker left on a closed event loop
+                while not worker.done():
+                    worker.cancel()
+                    await asyncio.wait({worker}, timeout=0.1)
         if self.index is not None and self._index_open:
             await asyncio.to_thread(self.index.close)
             self._index_open = False
@@ -251,8 +252,12 @@ class MemoryMaintenance:
         loop = asyncio.get_running_loop()
         due = loop.time() + interval
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for can swallow the
+            # cancellation that stops the worker when a job arrives in the same loop step.
+            job: Callable[[], Awaitable[object]] | None = None
             try:
-                job = await asyncio.wait_for(self._jobs.get(), timeout=max(0.0, due - loop.time()))
+                async with asyncio.timeout(max(0.0, due - loop.time())):
+                    job = await self._jobs.get()
             except TimeoutError:
                 job = None
             try:
