@@ -58,7 +58,8 @@ async def test_full_pass_archives_consolidates_and_prunes_every_namespace(worksp
     assert (workspace / "memory" / "notes.md").exists()
     assert sorted(report.consolidated) == ["(shared)", "alice"]
     assert (workspace / "MEMORY.md").read_text() == "- recent shared\n- not a date\n"
-    assert (alice / "MEMORY.md").read_text() == "- alice fact\n"
+    # alice had no MEMORY.md of her own: hers starts from the shared one
+    assert (alice / "MEMORY.md").read_text() == "- recent shared\n- not a date\n- alice fact\n"
     assert sorted(report.pruned) == [
         "agents/bot/sessions/old.jsonl",
         "agents/bot/sessions/old.log.jsonl",
@@ -110,3 +111,13 @@ async def test_the_worker_is_shared_per_workspace_and_stops_with_its_last_holder
     third = MemoryMaintenance.for_workspace(ws, config=config, model=None)
     assert third is not first
     await third.release()
+
+
+async def test_release_right_after_queuing_a_job_always_stops_the_worker(workspace: Path) -> None:
+    touch(workspace / "memory" / "2026-06-29.md", "- fact", NOW)
+    for _ in range(30):
+        running = make(workspace, FunctionModel(echo_merge), consolidation_min_gap=timedelta(0))
+        await running.start()
+        assert await running.request_consolidation(None)
+        await asyncio.wait_for(running.release(), timeout=5)
+        assert running._worker is None
