@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from harness.errors import ModelError
 from harness.kernel import INVALID_ARGUMENTS_KEY
 
-__all__ = ["checked_options", "nearest_error_class", "parse_tool_arguments"]
+__all__ = ["SDKChatModel", "checked_options", "nearest_error_class", "parse_tool_arguments"]
 
 logger = logging.getLogger("harness.models")
 
@@ -59,3 +59,38 @@ def nearest_error_class(
         if cls in table:
             return table[cls]
     return None
+
+
+class _Client(Protocol):
+    @property
+    def base_url(self) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Client)
+
+
+class SDKChatModel(Generic[ClientT]):
+    """What every SDK-backed model has: its name and the SDK client it holds and closes."""
+
+    def __init__(self, model: str, client: ClientT) -> None:
+        self._model = model
+        self._client = client
+
+    @property
+    def model_name(self) -> str:
+        """The model name sent to the provider."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (after the SDK applied its environment variables)."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool; the model must not be used afterwards."""
+        await self._client.close()

@@ -71,10 +71,15 @@ from harness.kernel import (
     Usage,
 )
 from harness.models._overflow import looks_like_context_overflow
-from harness.models._shared import checked_options, nearest_error_class, parse_tool_arguments
+from harness.models._shared import (
+    SDKChatModel,
+    checked_options,
+    nearest_error_class,
+    parse_tool_arguments,
+)
 
 if TYPE_CHECKING:
-    import anthropic
+    import anthropic  # noqa: F401 (named in the quoted base class below)
     from anthropic.types import (
         ContentBlockParam,
         ImageBlockParam,
@@ -96,7 +101,7 @@ _RESERVED_OPTIONS: Final = frozenset({"model", "messages", "system", "tools", "s
 _ImageMediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
     """A Claude model served over Anthropic's messages API.
 
     Args:
@@ -140,29 +145,14 @@ class AnthropicChatModel:
         except ImportError as exc:
             msg = "the Anthropic SDK is not installed: pip install 'harness[anthropic]'"
             raise ConfigError(msg) from exc
-        self._model = model
+        super().__init__(
+            model,
+            anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            ),
+        )
         self._max_tokens = max_tokens
         self._options = checked_options(options or {}, _RESERVED_OPTIONS)
-        self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-        )
-
-    @property
-    def model_name(self) -> str:
-        """The model name sent to the API."""
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (after the SDK applied ``ANTHROPIC_BASE_URL``)."""
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"AnthropicChatModel({self._model!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool; the model must not be used afterwards."""
-        await self._client.close()
 
     async def stream(
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any

@@ -80,7 +80,12 @@ from harness.kernel import (
     new_id,
 )
 from harness.models._overflow import looks_like_context_overflow
-from harness.models._shared import checked_options, nearest_error_class, parse_tool_arguments
+from harness.models._shared import (
+    SDKChatModel,
+    checked_options,
+    nearest_error_class,
+    parse_tool_arguments,
+)
 
 __all__ = ["OpenAIChatModel"]
 
@@ -116,7 +121,7 @@ _ERRORS: Final[Mapping[type[Exception], type[ModelError]]] = {
 }
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
     """A chat model served over the OpenAI chat-completions API.
 
     Args:
@@ -160,29 +165,14 @@ class OpenAIChatModel:
                 "works for a local OpenAI-compatible server)"
             )
             raise ConfigError(msg)
-        self._model = model
+        super().__init__(
+            model,
+            openai.AsyncOpenAI(
+                api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            ),
+        )
         self._stream = stream
         self._options = checked_options(options or {}, _RESERVED_OPTIONS)
-        self._client = openai.AsyncOpenAI(
-            api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
-        )
-
-    @property
-    def model_name(self) -> str:
-        """The model name sent to the server."""
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (after the SDK applied ``OPENAI_BASE_URL``)."""
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self._model!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool; the model must not be used afterwards."""
-        await self._client.close()
 
     async def stream(
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
