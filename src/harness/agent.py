@@ -119,7 +119,8 @@ class HarnessAgent:
             )
             flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
             transcript = TranscriptWriter(self.workspace, name)
-            # 5: facts and transcript written first; 6: then a consolidation is requested
+            # 5: the call's flush and transcript are queued first; 6: then its consolidation
+            # request, behind them in the same session's queue
             chain.append(
                 MemoryFlushHook(
                     flush=flush if memory.flush else None,
