@@ -28,6 +28,7 @@ from harness.cli._common import (
 from harness.cli._output import err, out, setup_logging
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
+from harness.cli.sessions import sessions_app
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
@@ -43,6 +44,7 @@ app = typer.Typer(
 )
 
 app.add_typer(memory_app, name="memory")
+app.add_typer(sessions_app, name="sessions")
 
 
 def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:

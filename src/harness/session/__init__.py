@@ -1,5 +1,6 @@
 """Session persistence: each conversation saved per user, agent and session."""
 
+from harness.session.compactions import COMPACTIONS_SUFFIX, CompactionLog
 from harness.session.store import MESSAGES_FILE, SessionStore
 
-__all__ = ["MESSAGES_FILE", "SessionStore"]
+__all__ = ["COMPACTIONS_SUFFIX", "MESSAGES_FILE", "CompactionLog", "SessionStore"]

@@ -1,0 +1,80 @@
+"""``harness sessions``: what a saved session holds and what compaction did to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from harness.agent import DEFAULT_AGENT_NAME, default_workspace
+from harness.cli._common import UserOpt, WorkspaceOpt, run_async
+from harness.cli._output import out
+from harness.context import RuntimeContext
+from harness.session import CompactionLog, SessionStore
+from harness.workspace import WorkspaceManager, scoped, session_dir
+
+__all__ = ["sessions_app"]
+
+sessions_app = typer.Typer(
+    help="Saved sessions and their compaction records.", no_args_is_help=True
+)
+
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose session it is.")]
+PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+@sessions_app.command("show")
+def show_command(
+    session: Annotated[str, typer.Argument(help="The session id.")],
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = DEFAULT_AGENT_NAME,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Show a session: its size, where its files are, and every compaction it went through."""
+
+    async def _show() -> dict[str, Any]:
+        manager = WorkspaceManager(workspace or default_workspace())
+        await asyncio.to_thread(manager.check)
+        ctx = RuntimeContext(session_id=session, user_id=user)
+        messages = await SessionStore(manager, agent).load(ctx)
+        records = await CompactionLog(manager, agent).read(session, user)
+        return {
+            "session_id": session,
+            "user_id": user,
+            "agent": agent,
+            "messages": len(messages),
+            "session_dir": session_dir(agent, session, user),
+            "compaction_log": scoped(CompactionLog(manager, agent).path(session), user),
+            "compactions": records,
+        }
+
+    info = run_async(_show())
+    if as_json:
+        out.print_json(json.dumps(info, ensure_ascii=False, default=str))
+        return
+    out.print(
+        f"Session {session} of agent {agent}"
+        + (f" for user {user}" if user else "")
+        + f": {info['messages']} messages in {info['session_dir']}/",
+        **PLAIN,
+    )
+    records = info["compactions"]
+    if not records:
+        out.print("No compactions.", **PLAIN)
+        return
+    table = Table("time", "messages", "tokens", "first kept", "flush", "offload", "summary")
+    for r in records:
+        table.add_row(
+            str(r.get("time", "?")),
+            f"{r.get('messages_before', '?')} -> {r.get('messages_after', '?')}",
+            f"{r.get('tokens_before', '?')} -> {r.get('tokens_after', '?')}",
+            str(r.get("first_kept_id", "?")),
+            str(r.get("flush", "?")),
+            str(r.get("offload", "?")),
+            str(r.get("summary_hash", "?"))[:12],
+        )
+    out.print(table)
