@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
+from harness.compaction.eviction import ToolResultEvictionConfig
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
@@ -24,6 +25,7 @@ from harness.hooks import (
     MemoryFlushHook,
     MemoryMaintenanceHook,
     SessionPersistenceHook,
+    ToolResultEvictionHook,
     WorkspaceContextConfig,
     WorkspaceContextHook,
 )
@@ -77,6 +79,9 @@ class HarnessAgent:
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
             model by default.
+        tool_result_eviction: Move tool results too large for the context to files under
+            ``large_tool_results/`` and keep a placeholder with their head and tail; None (the
+            default, until the filesystem tools can read them back in pieces) keeps them.
         trace: Log every event on the ``harness.trace`` logger.
     """
 
@@ -94,6 +99,7 @@ class HarnessAgent:
         filesystem: WorkspaceFilesystem | None = None,
         memory: MemoryConfig | None = DEFAULT_MEMORY,
         memory_model: ChatModel | str | None = None,
+        tool_result_eviction: ToolResultEvictionConfig | None = None,
         trace: bool = True,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
@@ -136,6 +142,11 @@ class HarnessAgent:
                     *SessionTools(self.workspace, name).tools(),
                 ]:
                     toolkit.register(tool)
+        if tool_result_eviction is not None:
+            # 50: only the trace hook (0) ever sees a result before it is evicted
+            chain.append(
+                ToolResultEvictionHook(self.workspace, agent_name=name, config=tool_result_eviction)
+            )
         chain.extend(hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request

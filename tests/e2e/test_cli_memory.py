@@ -828,13 +828,14 @@ def test_maintain_without_a_model_archives_prunes_and_says_so(started: Started) 
 
     assert (result.returncode, result.stderr) == (0, ""), result
     lines = result.stdout.splitlines()
-    assert lines[:3] == [
+    assert lines[:4] == [
         "archived 2 daily logs",
         "consolidated nothing (no model configured)",
         "pruned 2 transcript files",
+        "deleted 0 old evicted tool results",
     ]
-    assert len(lines) == 4
-    assert re.fullmatch(r"re-indexed \d+ files", lines[3]), result
+    assert len(lines) == 5
+    assert re.fullmatch(r"re-indexed \d+ files", lines[4]), result
 
 
 def test_maintain_moves_old_daily_logs_to_the_archive(started: Started) -> None:
@@ -873,7 +874,7 @@ def test_maintain_consolidates_with_a_model(started: Started) -> None:
     assert (result.returncode, result.stderr) == (0, ""), result
     lines = result.stdout.splitlines()
     assert lines[:3] == ["archived 0 daily logs", "consolidated alice", "pruned 0 transcript files"]
-    assert len(lines) == 4
+    assert len(lines) == 5
     memory = (done.workspace / "users/alice/MEMORY.md").read_text(encoding="utf-8")
     assert memory == "# Memory\n\n- Alice has a cat, Miso.\n"
 

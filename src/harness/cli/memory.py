@@ -189,6 +189,7 @@ def maintain_command(
             f"consolidated {', '.join(report.consolidated) or 'nothing'}"
             + ("" if has_model else " (no model configured)"),
             f"pruned {len(report.pruned)} transcript files",
+            f"deleted {len(report.evictions_deleted)} old evicted tool results",
             f"re-indexed {report.indexed_files} files",
         ]
 

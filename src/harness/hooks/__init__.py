@@ -3,6 +3,7 @@
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
 from harness.hooks.session_persistence import SessionPersistenceHook
+from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.hooks.trace import AgentTraceHook
 from harness.hooks.workspace_context import (
     DEFAULT_MAX_CONTEXT_TOKENS,
@@ -20,6 +21,7 @@ __all__ = [
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
     "SessionPersistenceHook",
+    "ToolResultEvictionHook",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",
 ]

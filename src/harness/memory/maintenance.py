@@ -8,7 +8,8 @@ The worker owns the workspace's search index and runs two kinds of job:
 - a full pass every ``maintenance_interval`` (6 h by default; the first one an interval after
   the worker starts): for the shared namespace and every user's, daily logs older than
   ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts not
-  written for ``session_retention_days`` are deleted; then the index catches up with the files.
+  written for ``session_retention_days`` are deleted, evicted tool results older than a week
+  are deleted; then the index catches up with the files.
 
 Agents share the worker of their workspace: :meth:`MemoryMaintenance.for_workspace` returns
 the one the process already has (or makes it), nothing starts until the first job, and
@@ -28,6 +29,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import ClassVar
 
+from harness.compaction.eviction import delete_old_evictions
 from harness.kernel import ChatModel
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import MemoryConsolidator
@@ -58,6 +60,7 @@ class MaintenanceReport:
     archived: list[str] = field(default_factory=list)
     consolidated: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    evictions_deleted: list[str] = field(default_factory=list)
     indexed_files: int = 0
 
 
@@ -241,6 +244,8 @@ class MemoryMaintenance:
                 if result.updated:
                     report.consolidated.append(user_id or "(shared)")
             report.pruned += await self._prune(user_id)
+        # Evicted tool results (large_tool_results/) older than a week, every namespace.
+        report.evictions_deleted = await delete_old_evictions(self.workspace, now=self.clock())
         if self.index is not None:
             await self.start()
             stats = await self.index.aindex_all_from_workspace(self.workspace.root)

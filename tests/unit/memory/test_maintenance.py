@@ -121,3 +121,18 @@ async def test_release_right_after_queuing_a_job_always_stops_the_worker(workspa
         assert await running.request_consolidation(None)
         await asyncio.wait_for(running.release(), timeout=5)
         assert running._worker is None
+
+
+async def test_full_pass_deletes_old_evicted_tool_results(workspace: Path) -> None:
+    old = (
+        workspace / "users" / "alice" / "large_tool_results" / "bot" / "shell-0123456789abcdef.txt"
+    )
+    new = workspace / "large_tool_results" / "bot" / "shell-fedcba9876543210.txt"
+    touch(old, "x" * 10, NOW - timedelta(days=8))
+    touch(new, "y" * 10, NOW - timedelta(days=1))
+    report = await make(workspace, None).run()
+    assert report.evictions_deleted == [
+        "users/alice/large_tool_results/bot/shell-0123456789abcdef.txt"
+    ]
+    assert not old.exists()
+    assert new.exists()
