@@ -17,11 +17,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
+from harness.compaction import CompactionConfig, ConversationCompactor
 from harness.compaction.eviction import ToolResultEvictionConfig
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
+from harness.errors import ContextOverflowError
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
+    CompactionHook,
     MemoryFlushHook,
     MemoryMaintenanceHook,
     SessionPersistenceHook,
@@ -32,8 +35,10 @@ from harness.hooks import (
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
     ChatModel,
+    Event,
     Hook,
     Msg,
+    PostCompact,
     ReActAgent,
     StreamItem,
     Tool,
@@ -44,7 +49,7 @@ from harness.memory.flush import MemoryFlushManager
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
-from harness.session import SessionStore
+from harness.session import CompactionLog, SessionStore
 from harness.tools import MemoryTools, SessionTools
 from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
 
@@ -82,6 +87,9 @@ class HarnessAgent:
         tool_result_eviction: Move tool results too large for the context to files under
             ``large_tool_results/`` and keep a placeholder with their head and tail; None (the
             default, until the filesystem tools can read them back in pieces) keeps them.
+        compaction: Summarize long history before it fills the context window, and recover
+            from a context overflow by compacting and retrying once; None turns it off.
+        compaction_model: The model (or spec) that writes summaries; the agent's by default.
         trace: Log every event on the ``harness.trace`` logger.
     """
 
@@ -100,6 +108,8 @@ class HarnessAgent:
         memory: MemoryConfig | None = DEFAULT_MEMORY,
         memory_model: ChatModel | str | None = None,
         tool_result_eviction: ToolResultEvictionConfig | None = None,
+        compaction: CompactionConfig | None = None,
+        compaction_model: ChatModel | str | None = None,
         trace: bool = True,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
@@ -118,13 +128,15 @@ class HarnessAgent:
         if trace:
             chain.append(AgentTraceHook())  # 0: sees every event before anyone changes it
         self.maintenance: MemoryMaintenance | None = None
+        self.compactions = CompactionLog(self.workspace, name)
+        transcript = TranscriptWriter(self.workspace, name)
+        flush: MemoryFlushManager | None = None
         if memory is not None:
             memory_llm = self._model(memory_model) if memory_model is not None else self.model
             self.maintenance = MemoryMaintenance.for_workspace(
                 self.workspace, config=memory, model=memory_llm
             )
             flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
-            transcript = TranscriptWriter(self.workspace, name)
             # 5: the call's flush and transcript are queued first; 6: then its consolidation
             # request, behind them in the same session's queue
             chain.append(
@@ -142,6 +154,17 @@ class HarnessAgent:
                     *SessionTools(self.workspace, name).tools(),
                 ]:
                     toolkit.register(tool)
+        self.compaction = compaction
+        self.compactor: ConversationCompactor | None = None
+        if compaction is not None:
+            summarizer = self._model(compaction_model) if compaction_model else self.model
+            self.compactor = ConversationCompactor(
+                summarizer,
+                flush=flush if compaction.flush_before else None,
+                transcript=transcript if compaction.offload_before else None,
+            )
+            # 10: compacts before any hook shapes the request, so none of that is summarized
+            chain.append(CompactionHook(self.compactor, compaction, emit=self._emit))
         if tool_result_eviction is not None:
             # 50: only the trace hook (0) ever sees a result before it is evicted
             chain.append(
@@ -185,7 +208,13 @@ class HarnessAgent:
         ctx = self._bind(ctx)
         async with self._session_lock(ctx):
             memory = await self._restore(ctx)
-            return await self.delegate.call(msgs, ctx=ctx, memory=memory)
+            try:
+                return await self.delegate.call(msgs, ctx=ctx, memory=memory)
+            except ContextOverflowError as overflow:
+                await self._compact_by_force(ctx, memory, overflow)
+            # The input is already in memory (the failed attempt kept it): retry without it,
+            # so the user's turn appears once.
+            return await self.delegate.call(None, ctx=ctx, memory=memory)
 
     async def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
@@ -226,6 +255,42 @@ class HarnessAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def _compact_by_force(
+        self, ctx: RuntimeContext, memory: list[Msg], overflow: ContextOverflowError
+    ) -> None:
+        """Shrink the conversation after an overflow so one retry can fit, or say why not."""
+        if self.compactor is None or self.compaction is None:
+            msg = (
+                f"the conversation no longer fits the model's context window ({overflow}); "
+                "pass compaction=CompactionConfig() to summarize long history automatically"
+            )
+            raise ContextOverflowError(msg) from overflow
+        conversation = [m for m in memory if m.role != "system"]
+        result = await self.compactor.compact(ctx, conversation, self.compaction, force=True)
+        if result is None:
+            msg = f"the context overflowed and compaction could not shrink it: {overflow}"
+            raise ContextOverflowError(msg) from overflow
+        memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
+        if result.summary is not None:
+            details = result.record()
+            await self._emit(
+                PostCompact(
+                    ctx=ctx,
+                    agent=self.name,
+                    memory=memory,
+                    removed=result.removed,
+                    summary=result.summary,
+                    tokens_after=result.tokens_after,
+                    details=details,
+                )
+            )
+
+    async def _emit(self, event: Event) -> None:
+        """Send a compaction event to the hooks, and keep its record with the session."""
+        await self.delegate.hooks.dispatch(event)
+        if isinstance(event, PostCompact):
+            await self.compactions.append(event.ctx, event.details)
 
     def _model(self, model: ChatModel | str) -> ChatModel:
         if isinstance(model, str):

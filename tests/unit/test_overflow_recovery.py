@@ -1,0 +1,110 @@
+"""HarnessAgent.call recovers from a context overflow by compacting by force and retrying once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import ContextOverflowError, HarnessAgent, Msg, RuntimeContext
+from harness.compaction import CompactionConfig
+from harness.kernel import (
+    ChatChunk,
+    ChatResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolSchema,
+    ToolUseBlock,
+)
+from harness.memory.render import SUMMARY_NAME
+
+LIMIT = 3_000
+
+
+class SmallWindow:
+    """Raises ContextOverflowError while the request's text is over LIMIT characters."""
+
+    model_name = "small-window"
+
+    def __init__(self) -> None:
+        self.requests: list[list[Msg]] = []
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        self.requests.append(list(messages))
+        size = sum(len(m.text) + sum(len(r.text) for r in m.tool_results) for m in messages)
+        if messages[-1].text.startswith("Summarize") or "<messages>" in messages[-1].text:
+            yield ChatResponse(content=[TextBlock(text="## SESSION INTENT\nplan a trip\n")])
+            return
+        if size > LIMIT:
+            raise ContextOverflowError(f"context_length_exceeded: {size} characters")
+        yield ChatResponse(content=[TextBlock(text="it fits now")])
+
+
+def history(n: int) -> list[Msg]:
+    return [
+        Msg(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " + "x" * 200)
+        for i in range(n)
+    ]
+
+
+async def test_without_compaction_the_error_says_what_to_do(workspace: Path) -> None:
+    agent = HarnessAgent(
+        model=SmallWindow(), workspace=workspace, memory=None, workspace_context=None
+    )
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, history(30))
+    with pytest.raises(ContextOverflowError, match="pass compaction=CompactionConfig"):
+        await agent.call("and now?", ctx=ctx)
+
+
+async def test_overflow_is_compacted_and_retried_once_with_the_turn_kept_once(
+    workspace: Path,
+) -> None:
+    model = SmallWindow()
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        compaction=CompactionConfig(trigger_messages=0, trigger_tokens=0, keep_messages=4),
+    )
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, history(30))
+    reply = await agent.call("and now?", ctx=ctx)
+    assert reply.text == "it fits now"
+    saved = await agent.sessions.load(ctx)
+    assert saved[0].name == SUMMARY_NAME
+    assert [m.text for m in saved].count("and now?") == 1
+    assert saved[-1].text == "it fits now"
+    records = await agent.compactions.read("s")
+    assert len(records) == 1
+    assert records[0]["forced"] is True
+
+
+async def test_a_huge_single_tool_result_is_shrunk_when_there_is_nothing_to_summarize(
+    workspace: Path,
+) -> None:
+    model = SmallWindow()
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        compaction=CompactionConfig(),  # keep 20: fewer messages than that
+    )
+    ctx = RuntimeContext(session_id="s")
+    huge = [
+        Msg(role="user", content="fetch it"),
+        Msg(role="assistant", content=[ToolUseBlock(id="c1", name="fetch", input={})]),
+        Msg.tool_result(ToolResultBlock(id="c1", name="fetch", output="D" * 20_000)),
+    ]
+    await agent.sessions.save(ctx, huge)
+    reply = await agent.call("what did it say?", ctx=ctx)
+    assert reply.text == "it fits now"
+    saved = await agent.sessions.load(ctx)
+    results = [r for m in saved for r in m.tool_results]
+    assert all(len(r.text) < 5_000 for r in results)
