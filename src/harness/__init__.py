@@ -4,6 +4,7 @@ The names a user needs are here; everything else lives in the subpackages.
 """
 
 from harness.agent import HarnessAgent
+from harness.compaction import CompactionConfig, ToolResultEvictionConfig, TruncateArgsConfig
 from harness.context import RuntimeContext
 from harness.errors import (
     AgentInterrupted,
@@ -23,6 +24,7 @@ from harness.memory import MemoryConfig
 
 __all__ = [
     "AgentInterrupted",
+    "CompactionConfig",
     "ConfigError",
     "ContextOverflowError",
     "HarnessAgent",
@@ -36,6 +38,8 @@ __all__ = [
     "RuntimeContext",
     "ScriptExhaustedError",
     "StorageError",
+    "ToolResultEvictionConfig",
+    "TruncateArgsConfig",
     "WorkspaceContextConfig",
     "WorkspaceError",
 ]

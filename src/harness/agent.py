@@ -17,8 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-from harness.compaction import CompactionConfig, ConversationCompactor
-from harness.compaction.eviction import ToolResultEvictionConfig
+from harness.compaction import CompactionConfig, ConversationCompactor, ToolResultEvictionConfig
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import ContextOverflowError
 from harness.hooks import (

@@ -241,7 +241,8 @@ DEMO_SECTIONS = (
     "3. Memory flushed after each call",
     "4. Consolidated into users/ada/MEMORY.md",
     "5. memory_search('marathon distance in km')",
-    "6. Files in the workspace",
+    "6. A long session: eviction and compaction",
+    "7. Files in the workspace",
 )
 
 
@@ -286,20 +287,34 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert f"Workspace: {root}" in stdout.splitlines()
     assert f"Look around: {root}" in stdout.splitlines()
 
+    # After step 6 the session is the compaction summary and the kept tail; the whole
+    # conversation, summary entry included, is in the transcript.
     messages = read_session(root, "tour", user="ada", agent="guide")
-    assert [m["role"] for m in messages] == [
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "user",
-        "assistant",
+    assert [(m["role"], m.get("name")) for m in messages] == [
+        ("user", "__compaction_summary__"),
+        ("assistant", "guide"),
+        ("user", None),
+        ("assistant", "guide"),
+        ("tool", "read_server_log"),
+        ("assistant", "guide"),
     ]
-    assert messages[2]["content"][0]["output"] == "42.2 km"
+    assert "How far is a marathon?" in messages[0]["content"][0]["text"]
+    placeholder = messages[4]["content"][0]["output"]
+    assert placeholder.startswith("Tool output was too large (15,208 chars, 400 lines)")
+    (evicted,) = (root / "users/ada/large_tool_results/guide").iterdir()
+    assert f"`large_tool_results/guide/{evicted.name}`" in placeholder
+    assert "12:02:03 ERROR upstream timeout" in evicted.read_text(encoding="utf-8")
+    transcript = read_jsonl(sessions_dir(root, user="ada", agent="guide") / "tour.jsonl")
+    assert transcript[2]["content"] == "[tool_result: convert_miles] 42.2 km"
+    assert [e["type"] for e in transcript].count("summary") == 1
+    (record,) = read_jsonl(sessions_dir(root, user="ada", agent="guide") / "tour.compactions.jsonl")
+    assert (record["messages_before"], record["messages_after"]) == (9, 5)
+    assert "Compacted: 9 messages -> 5" in section_text(stdout, 6)
     assert json.loads((root / "demo-script.json").read_text(encoding="utf-8")) == DEMO_SCRIPT
     requests = split_requests(root / "demo-requests.jsonl")
-    assert len(requests.agent) == 3  # the tool call, the answer, the follow-up
-    assert len(requests.flush) == 2  # one per call
+    # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer
+    assert len(requests.agent) == 6
+    assert len(requests.flush) == 3  # one per call (the prefix was flushed already)
     assert len(requests.consolidation) == 1  # step 4
     assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
     assert all(r[0]["content"][0]["text"] == FLUSH_SYSTEM_PROMPT for r in requests.flush)
@@ -347,17 +362,16 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
         "sessions.json",
+        "tour.compactions.jsonl",
         "tour.flush.json",
         "tour.jsonl",
         "tour.log.jsonl",
     ]
-    assert [e["role"] for e in read_jsonl(transcripts / "tour.jsonl")] == [
-        m["role"] for m in messages
-    ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[5] in line)
-    listed = [line.strip("│ ").split("│")[0].strip() for line in lines[title:] if line[:1] == "│"]
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[6] in line)
+    rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
+    listed = [row[1] for row in rows if row]
     assert listed == [
         "AGENTS.md",
         "MEMORY.md",
@@ -367,9 +381,11 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "users/ada/MEMORY.md",
         "users/ada/agents/guide/context/tour/messages.jsonl",
         "users/ada/agents/guide/sessions/sessions.json",
+        "users/ada/agents/guide/sessions/tour.compactions.jsonl",
         "users/ada/agents/guide/sessions/tour.flush.json",
         "users/ada/agents/guide/sessions/tour.jsonl",
         "users/ada/agents/guide/sessions/tour.log.jsonl",
+        f"users/ada/large_tool_results/guide/{evicted.name}",
         "users/ada/memory/.consolidation_state",
         f"users/ada/memory/{log.name}",
     ]
@@ -438,7 +454,7 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 def test_commands_are_the_documented_four() -> None:
     assert sorted(COMMANDS) == ["chat", "demo", "init", "run"]
-    assert GROUPS == ["memory"]  # its subcommands: see test_cli_memory.py
+    assert GROUPS == ["memory", "sessions"]  # their subcommands: test_cli_memory.py, and below
 
 
 def test_top_level_help_lists_every_command(helps: dict[str, Result]) -> None:

@@ -12,6 +12,9 @@ PACKAGES = [
     "harness.workspace",
     "harness.session",
     "harness.hooks",
+    "harness.memory",
+    "harness.compaction",
+    "harness.tools",
 ]
 
 

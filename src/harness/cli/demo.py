@@ -12,15 +12,17 @@ import json
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from harness.agent import HarnessAgent
 from harness.cli._output import out
+from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
 from harness.memory import MemoryConfig
+from harness.memory.render import SUMMARY_NAME
 from harness.models import ScriptedChatModel
 from harness.tools import MemoryTools
 from harness.workspace import init_workspace
@@ -48,6 +50,13 @@ DEMO_SCRIPT = {
         },
         {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
         {
+            "match": "Context Extraction Assistant",
+            "text": "## SESSION INTENT\nAda asked how far a marathon is.\n\n## SUMMARY\n"
+            "A marathon is about 42.2 km; she then asked to check the server log.\n\n"
+            "## ARTIFACTS\nNone\n\n## NEXT STEPS\nReport what the log shows.",
+            "repeat": True,
+        },
+        {
             "match": "New daily log entries to merge",
             "text": "# Memory\n\n- The user's name is Ada; she prefers metric units.\n"
             "- A marathon is about 42.2 km (Ada asked, on her first visit).",
@@ -59,6 +68,11 @@ DEMO_SCRIPT = {
         },
         {"match": "42", "text": "A marathon is about 42.2 km, Ada."},
         {"match": "(?i)what did i ask", "text": "You asked how far a marathon is: 42.2 km."},
+        {"match": "(?i)server log", "tool_calls": [{"name": "read_server_log", "input": {}}]},
+        {
+            "match": "Tool output was too large",
+            "text": "One error: an upstream timeout at 12:02:03; everything else was served fine.",
+        },
     ],
 }
 """The tour's script: the agent's answers (a tool call, the restored session) and the memory
@@ -166,13 +180,13 @@ async def run_demo(workspace: Path | None) -> Path:
     found = await MemoryTools(second.workspace, maintenance).memory_search(query, ctx)
     out.print(Panel(Text(found), title=f"5. memory_search({query!r}), as the agent sees it"))
     await second.aclose()
+    await _long_session(root, script, ctx)
 
-    table = Table(title="6. Files in the workspace", show_lines=False)
-    table.add_column("path")
-    table.add_column("bytes", justify="right")
+    # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
+    out.rule("7. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
-        table.add_row(path.relative_to(root).as_posix(), str(path.stat().st_size))
-    out.print(table)
+        size = path.stat().st_size
+        out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
     index = root.parent / "memory_index.db"
     out.print(
         f"\nThe search index is {index} (a cache: delete it and `harness memory index` "
@@ -184,6 +198,58 @@ async def run_demo(workspace: Path | None) -> Path:
         soft_wrap=True,
     )
     return root
+
+
+_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+def read_server_log() -> str:
+    """Read today's server log."""
+    lines = [
+        f"12:{i // 60:02d}:{i % 60:02d} INFO request served in {20 + i % 7} ms" for i in range(400)
+    ]
+    lines[123] = "12:02:03 ERROR upstream timeout after 30000 ms"
+    return "\n".join(lines)
+
+
+async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
+    """Step 6: a huge tool result is evicted to a file, and the grown session is compacted."""
+    agent = HarnessAgent(
+        name="guide",
+        model=ScriptedChatModel.from_file(script),
+        workspace=root,
+        tools=[convert_miles, read_server_log],
+        memory=MemoryConfig(auto_consolidate=False),
+        # Small limits, so a short tour shows what a long session does.
+        tool_result_eviction=ToolResultEvictionConfig(max_result_chars=2_000, preview_chars=120),
+        compaction=CompactionConfig(trigger_messages=8, trigger_tokens=0, keep_messages=4),
+    )
+    question = "Check the server log, please."
+    reply = await agent.call(question, ctx=ctx)
+    await agent.aclose()
+    saved = await agent.sessions.load(ctx)
+    placeholder = next(r.text for m in saved for r in m.tool_results)
+    records = await agent.compactions.read("tour", "ada")
+    summary = saved[0].text if saved and saved[0].name == SUMMARY_NAME else "(none)"
+    body = Text()
+    body.append(f"you: {question}\nguide: {reply.text}\n\n", style="bold")
+    size = len(read_server_log())
+    body.append(f"The tool's {size:,}-character result, as the session keeps it:\n")
+    body.append(placeholder[:400] + "\n...\n\n", style="dim")
+    body.append(
+        f"Compacted: {records[-1]['messages_before']} messages -> "
+        f"{records[-1]['messages_after']}; the summary that replaced the start:\n"
+        if records
+        else "No compaction happened.\n"
+    )
+    body.append(summary[:600], style="dim")
+    out.print(Panel(body, title="6. A long session: eviction and compaction"))
+    out.print(
+        "  The full result is a file under large_tool_results/; the whole conversation is in "
+        "the transcript; `harness sessions show tour --user ada --agent guide` lists the "
+        "compaction.\n",
+        highlight=False,
+    )
 
 
 def _prepare(root: Path) -> None:

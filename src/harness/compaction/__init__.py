@@ -4,7 +4,8 @@
 - :class:`ConversationCompactor`: saves, summarizes and replaces (see its module);
 - :func:`truncate_args`: shortens long arguments of old tool calls without a model;
 - :func:`estimate_tokens` and :func:`count_tokens`: the fast estimate, and the estimate
-  corrected by the provider's reported usage.
+  corrected by the provider's reported usage;
+- :class:`ToolResultEvictionConfig`: tool results too large for the context moved to files.
 """
 
 from harness.compaction.compactor import (
@@ -28,6 +29,12 @@ from harness.compaction.config import (
     CompactionConfig,
     TruncateArgsConfig,
 )
+from harness.compaction.eviction import (
+    DEFAULT_TOOL_RESULT_EVICTION,
+    ToolResultEvictionConfig,
+    delete_old_evictions,
+    evict_tool_result,
+)
 from harness.compaction.tokens import (
     CHARS_PER_TOKEN,
     count_tokens,
@@ -49,6 +56,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "DEFAULT_MAX_SUMMARY_INPUT_TOKENS",
     "DEFAULT_SUMMARY_PROMPT",
+    "DEFAULT_TOOL_RESULT_EVICTION",
     "SUMMARY_METADATA_KEY",
     "TRUNCATION_TEXT",
     "CompactionConfig",
@@ -56,12 +64,15 @@ __all__ = [
     "CompactionResult",
     "ConversationCompactor",
     "StepOutcome",
+    "ToolResultEvictionConfig",
     "TruncateArgsConfig",
     "Truncation",
     "count_tokens",
+    "delete_old_evictions",
     "estimate_message",
     "estimate_text",
     "estimate_tokens",
+    "evict_tool_result",
     "extractive_summary",
     "first_request",
     "is_interruption",

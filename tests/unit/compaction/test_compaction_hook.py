@@ -60,7 +60,7 @@ def history(n: int) -> list[Msg]:
     return [Msg(role="user" if i % 2 == 0 else "assistant", content=f"m{i}") for i in range(n)]
 
 
-def agent_with(hook: CompactionHook, answers: int = 1) -> tuple[ReActAgent, ScriptedChatModel]:
+def agent_with(hook: CompactionHook) -> tuple[ReActAgent, ScriptedChatModel]:
     model = ScriptedChatModel([{"text": "reply", "repeat": True}])
     return ReActAgent(name="a", model=model, sys_prompt="SYS", hooks=[hook]), model
 
@@ -78,13 +78,15 @@ async def test_compaction_replaces_memory_and_the_request_and_emits_events() -> 
     assert reply.text == "reply"
     sent = model.requests[0]
     assert [m.role for m in sent] == ["system", "user", "user", "user"]
-    assert sent[1].name == SUMMARY_NAME and "SUMMARIZED" in sent[1].text
+    assert sent[1].name == SUMMARY_NAME
+    assert "SUMMARIZED" in sent[1].text
     assert [m.text for m in sent[2:]] == ["m4", "new question"]
     assert memory[0].name == SUMMARY_NAME
     assert [m.text for m in memory[1:]] == ["m4", "new question", "reply"]
     assert [type(e) for e in events] == [PreCompact, PostCompact]
     pre, post = events
-    assert isinstance(pre, PreCompact) and isinstance(post, PostCompact)
+    assert isinstance(pre, PreCompact)
+    assert isinstance(post, PostCompact)
     assert (pre.cut, post.removed) == (4, 4)
     assert post.summary is memory[0]
     assert post.details["summary_hash"] is not None

@@ -117,7 +117,8 @@ def test_defaults_are_the_originals() -> None:
     config = CompactionConfig()
     assert (config.trigger_messages, config.trigger_tokens) == (50, 80_000)
     assert (config.keep_messages, config.keep_tokens) == (20, 0)
-    assert config.flush_before and config.offload_before
+    assert config.flush_before
+    assert config.offload_before
     assert config.summary_prompt == DEFAULT_SUMMARY_PROMPT
     assert config.max_summary_input_tokens == 60_000
     assert config.truncate_args is None
@@ -211,7 +212,8 @@ async def test_several_earlier_summaries_become_exactly_one() -> None:
     compactor = ConversationCompactor(model, flush=flush)
     s0, m1, s1, m2 = old_summary("S0"), user("M1"), old_summary("S1"), user("M2")
     result = await compact(compactor, [s0, m1, s1, m2, user("TAIL_1"), user("TAIL_2")])
-    assert "S0" in model.prompts[0] and "S1" in model.prompts[0]
+    assert "S0" in model.prompts[0]
+    assert "S1" in model.prompts[0]
     assert flush.inputs == [[m1, m2]]
     assert sum(m.name == SUMMARY_NAME for m in result.messages) == 1
 
@@ -224,7 +226,8 @@ async def test_second_compaction_summarizes_the_first_summary() -> None:
     first = await compact(compactor, [old_summary("S1"), user("M2"), t1, t2])
     m3 = user("M3")
     second = await compact(compactor, [*first.messages, m3, user("TAIL_3"), user("TAIL_4")])
-    assert "ROUND_1" in model.prompts[1] and "M3" in model.prompts[1]
+    assert "ROUND_1" in model.prompts[1]
+    assert "M3" in model.prompts[1]
     assert "ROUND_2" in second.messages[0].text
     assert "ROUND_1" not in second.messages[0].text.split("<summary>")[1]
     assert flush.inputs[1] == [t1, t2, m3]
@@ -238,7 +241,8 @@ async def test_flush_off_still_summarizes_everything() -> None:
         trigger_messages=3, trigger_tokens=0, keep_messages=2, flush_before=False
     )
     await compact(compactor, [old_summary("S1"), user("M2"), user("T1"), user("T2")], config)
-    assert "S1" in model.prompts[0] and "M2" in model.prompts[0]
+    assert "S1" in model.prompts[0]
+    assert "M2" in model.prompts[0]
     assert flush.inputs == []
 
 
@@ -316,8 +320,10 @@ async def test_flush_and_offload_failures_are_recorded_not_raised() -> None:
     )
     config = CompactionConfig(trigger_messages=3, trigger_tokens=0, keep_messages=2)
     result = await compact(compactor, [user("a"), user("b"), user("c")], config)
-    assert result.flush.status == "failed" and "disk full" in result.flush.detail
-    assert result.offload.status == "failed" and "store down" in result.offload.detail
+    assert result.flush.status == "failed"
+    assert "disk full" in result.flush.detail
+    assert result.offload.status == "failed"
+    assert "store down" in result.offload.detail
     assert result.transcript_path is None
     assert "never.jsonl" not in result.messages[0].text
 
@@ -368,9 +374,11 @@ async def test_summarizer_failure_falls_back_to_an_extractive_summary() -> None:
     ]
     result = await compact(ConversationCompactor(FunctionModel(fail)), messages)
     assert result.extractive
-    assert result.summarizer_error is not None and "provider down" in result.summarizer_error
+    assert result.summarizer_error is not None
+    assert "provider down" in result.summarizer_error
     text = result.messages[0].text
-    assert "Unavailable" not in text and "unavailable" not in text
+    assert "Unavailable" not in text
+    assert "unavailable" not in text
     for section in ("## SESSION INTENT", "## SUMMARY", "## ARTIFACTS", "## NEXT STEPS"):
         assert section in text
     assert "## SESSION INTENT\nPlease port the billing module to Rust." in text
@@ -398,7 +406,8 @@ async def test_a_hanging_summarizer_times_out_into_the_fallback() -> None:
     compactor = ConversationCompactor(FunctionModel(hang), summary_timeout=0.05)
     result = await compact(compactor, [user("a"), user("b"), user("c")])
     assert result.extractive
-    assert result.summarizer_error is not None and "longer than" in result.summarizer_error
+    assert result.summarizer_error is not None
+    assert "longer than" in result.summarizer_error
 
 
 async def test_an_interrupted_summarizer_propagates() -> None:
@@ -482,7 +491,8 @@ async def test_force_shrinks_one_huge_tool_result_and_keeps_its_id() -> None:
     assert [m.id for m in result.messages] == [m.id for m in messages]
     output = result.messages[2].tool_results[0].text
     assert len(output) < 5_000
-    assert output.startswith("H" * 100) and output.endswith("H" * 100)
+    assert output.startswith("H" * 100)
+    assert output.endswith("H" * 100)
     assert "cut to fit the context window" in output
     assert result.tokens_after < result.tokens_before
     assert messages[2].tool_results[0].text == huge  # the original is untouched
