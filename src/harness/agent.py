@@ -49,7 +49,7 @@ from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.session import CompactionLog, SessionStore
-from harness.tools import MemoryTools, SessionTools
+from harness.tools import FileTools, MemoryTools, SessionTools
 from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
 
 __all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
@@ -84,8 +84,9 @@ class HarnessAgent:
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
             model by default.
         tool_result_eviction: Move tool results too large for the context to files under
-            ``large_tool_results/`` and keep a placeholder with their head and tail; None (the
-            default, until the filesystem tools can read them back in pieces) keeps them.
+            ``large_tool_results/`` and keep a placeholder with their head and tail (the agent
+            gets ``read_file`` to read them back in pieces); None (the default, for now) keeps
+            them in the conversation.
         compaction: Summarize long history before it fills the context window, and recover
             from a context overflow by compacting and retrying once; None turns it off.
         compaction_model: The model (or spec) that writes summaries; the agent's by default.
@@ -169,6 +170,8 @@ class HarnessAgent:
             chain.append(
                 ToolResultEvictionHook(self.workspace, agent_name=name, config=tool_result_eviction)
             )
+            if "read_file" not in toolkit:  # the placeholder tells the model to read it back
+                toolkit.register(FileTools(self.workspace).read_file)
         chain.extend(hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request
