@@ -17,7 +17,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-from harness.compaction import CompactionConfig, ConversationCompactor, ToolResultEvictionConfig
+from harness.compaction import (
+    DEFAULT_TOOL_RESULT_EVICTION,
+    CompactionConfig,
+    ConversationCompactor,
+    ToolResultEvictionConfig,
+)
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import ContextOverflowError
 from harness.hooks import (
@@ -83,10 +88,10 @@ class HarnessAgent:
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
             model by default.
-        tool_result_eviction: Move tool results too large for the context to files under
-            ``large_tool_results/`` and keep a placeholder with their head and tail (the agent
-            gets ``read_file`` to read them back in pieces); None (the default, for now) keeps
-            them in the conversation.
+        tool_result_eviction: Move tool results too large for the context (over 80,000
+            characters by default) to files under ``large_tool_results/`` and keep a placeholder
+            with their head and tail; the agent gets ``read_file`` to read them back in pieces.
+            None keeps every result in the conversation.
         compaction: Summarize long history before it fills the context window, and recover
             from a context overflow by compacting and retrying once; None turns it off.
         compaction_model: The model (or spec) that writes summaries; the agent's by default.
@@ -107,7 +112,7 @@ class HarnessAgent:
         filesystem: WorkspaceFilesystem | None = None,
         memory: MemoryConfig | None = DEFAULT_MEMORY,
         memory_model: ChatModel | str | None = None,
-        tool_result_eviction: ToolResultEvictionConfig | None = None,
+        tool_result_eviction: ToolResultEvictionConfig | None = DEFAULT_TOOL_RESULT_EVICTION,
         compaction: CompactionConfig | None = None,
         compaction_model: ChatModel | str | None = None,
         trace: bool = True,

@@ -11,6 +11,7 @@ import pytest
 
 from harness import (
     AgentInterrupted,
+    CompactionConfig,
     HarnessAgent,
     Hook,
     MemoryConfig,
@@ -18,7 +19,7 @@ from harness import (
     RuntimeContext,
     ScriptExhaustedError,
 )
-from harness.hooks import AgentTraceHook, SessionPersistenceHook, WorkspaceContextHook
+from harness.hooks import SessionPersistenceHook
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
@@ -137,28 +138,48 @@ def test_hook_chain_order(workspace: Path) -> None:
     agent = HarnessAgent(
         memory=None, model=ScriptedChatModel([]), workspace=workspace, hooks=[mine]
     )
-    kinds = [type(h) for h in agent.delegate.hooks.hooks]
-    assert kinds == [AgentTraceHook, Mine, WorkspaceContextHook, SessionPersistenceHook]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 100, 900, 900]
+    kinds = [type(h).__name__ for h in agent.delegate.hooks.hooks]
+    assert kinds == [
+        "AgentTraceHook",
+        "ToolResultEvictionHook",
+        "Mine",
+        "WorkspaceContextHook",
+        "SessionPersistenceHook",
+    ]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 100, 900, 900]
 
 
 def test_hook_chain_with_memory(workspace: Path) -> None:
     class Mine(Hook):
         pass
 
-    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, hooks=[Mine()])
+    agent = HarnessAgent(
+        model=ScriptedChatModel([]),
+        workspace=workspace,
+        hooks=[Mine()],
+        compaction=CompactionConfig(),
+    )
     kinds = [type(h).__name__ for h in agent.delegate.hooks.hooks]
     assert kinds == [
         "AgentTraceHook",
         "MemoryFlushHook",
         "MemoryMaintenanceHook",
+        "CompactionHook",
+        "ToolResultEvictionHook",
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 10, 50, 100, 900, 900]
     names = agent.delegate.toolkit.names
-    for tool in ("memory_search", "memory_get", "memory_save", "session_search", "session_list"):
+    for tool in (
+        "memory_search",
+        "memory_get",
+        "memory_save",
+        "session_search",
+        "session_list",
+        "read_file",
+    ):
         assert tool in names
 
 
@@ -176,8 +197,10 @@ def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
         workspace=workspace,
         trace=False,
         workspace_context=None,
+        tool_result_eviction=None,
     )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
+    assert "read_file" not in agent.delegate.toolkit
 
 
 async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
