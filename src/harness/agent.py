@@ -139,7 +139,10 @@ class HarnessAgent:
         if memory is not None:
             memory_llm = self._model(memory_model) if memory_model is not None else self.model
             self.maintenance = MemoryMaintenance.for_workspace(
-                self.workspace, config=memory, model=memory_llm
+                self.workspace,
+                config=memory,
+                model=memory_llm,
+                eviction=tool_result_eviction or DEFAULT_TOOL_RESULT_EVICTION,
             )
             flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
             # 5: the call's flush and transcript are queued first; 6: then its consolidation

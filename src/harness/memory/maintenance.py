@@ -8,8 +8,8 @@ The worker owns the workspace's search index and runs two kinds of job:
 - a full pass every ``maintenance_interval`` (6 h by default; the first one an interval after
   the worker starts): for the shared namespace and every user's, daily logs older than
   ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts not
-  written for ``session_retention_days`` are deleted, evicted tool results older than a week
-  are deleted; then the index catches up with the files.
+  written for ``session_retention_days`` are deleted, evicted tool results older than their
+  ``max_age_days`` (7) are deleted; then the index catches up with the files.
 
 Agents share the worker of their workspace: :meth:`MemoryMaintenance.for_workspace` returns
 the one the process already has (or makes it), nothing starts until the first job, and
@@ -29,7 +29,11 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import ClassVar
 
-from harness.compaction.eviction import delete_old_evictions
+from harness.compaction.eviction import (
+    DEFAULT_TOOL_RESULT_EVICTION,
+    ToolResultEvictionConfig,
+    delete_old_evictions,
+)
 from harness.kernel import ChatModel
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import MemoryConsolidator
@@ -78,8 +82,10 @@ class MemoryMaintenance:
         index: MemoryIndex | None,
         gate: PeriodicGate = PROCESS_GATE,
         clock: Clock = utc_now,
+        eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
     ) -> None:
         self.workspace = workspace
+        self.eviction = eviction
         self.config = config
         self.index = index
         self.gate = gate
@@ -109,6 +115,7 @@ class MemoryMaintenance:
         config: MemoryConfig,
         model: ChatModel | None,
         clock: Clock = utc_now,
+        eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
     ) -> MemoryMaintenance:
         """The workspace's worker in this process; pair every call with :meth:`release`.
 
@@ -118,7 +125,9 @@ class MemoryMaintenance:
         running = cls._running.get(workspace.root)
         if running is None:
             index = MemoryIndex(workspace.root.parent) if config.index else None
-            running = cls(workspace, config=config, model=model, index=index, clock=clock)
+            running = cls(
+                workspace, config=config, model=model, index=index, clock=clock, eviction=eviction
+            )
             cls._running[workspace.root] = running
         running._holders += 1
         return running
@@ -244,8 +253,10 @@ class MemoryMaintenance:
                 if result.updated:
                     report.consolidated.append(user_id or "(shared)")
             report.pruned += await self._prune(user_id)
-        # Evicted tool results (large_tool_results/) older than a week, every namespace.
-        report.evictions_deleted = await delete_old_evictions(self.workspace, now=self.clock())
+        # Evicted tool results past their age (a week by default), in every namespace.
+        report.evictions_deleted = await delete_old_evictions(
+            self.workspace, self.eviction, now=self.clock()
+        )
         if self.index is not None:
             await self.start()
             stats = await self.index.aindex_all_from_workspace(self.workspace.root)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from _models import FunctionModel
 
+from harness.compaction import ToolResultEvictionConfig
 from harness.kernel import Msg
 from harness.memory import MemoryConfig, MemoryMaintenance, PeriodicGate
 from harness.workspace import WorkspaceManager
@@ -136,3 +137,12 @@ async def test_full_pass_deletes_old_evicted_tool_results(workspace: Path) -> No
     ]
     assert not old.exists()
     assert new.exists()
+
+
+async def test_the_eviction_age_is_configurable(workspace: Path) -> None:
+    evicted = workspace / "large_tool_results" / "bot" / "shell-0123456789abcdef.txt"
+    touch(evicted, "x", NOW - timedelta(days=3))
+    running = make(workspace, None)
+    running.eviction = ToolResultEvictionConfig(max_age_days=2)
+    report = await running.run()
+    assert report.evictions_deleted == ["large_tool_results/bot/shell-0123456789abcdef.txt"]
