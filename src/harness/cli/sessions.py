@@ -73,8 +73,15 @@ def show_command(
             f"{r.get('messages_before', '?')} -> {r.get('messages_after', '?')}",
             f"{r.get('tokens_before', '?')} -> {r.get('tokens_after', '?')}",
             str(r.get("first_kept_id", "?")),
-            str(r.get("flush", "?")),
-            str(r.get("offload", "?")),
+            _outcome(r.get("flush")),
+            _outcome(r.get("offload")),
             str(r.get("summary_hash", "?"))[:12],
         )
     out.print(table)
+
+
+def _outcome(step: object) -> str:
+    """A step's outcome as the record keeps it (``{"status": ..., "detail": ...}``), in a word."""
+    if isinstance(step, dict):
+        return str(step.get("status", "?"))
+    return "?" if step is None else str(step)

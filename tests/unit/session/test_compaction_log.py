@@ -36,8 +36,8 @@ def test_sessions_show_lists_the_compactions(workspace: Path) -> None:
         "tokens_before": 81000,
         "tokens_after": 9000,
         "first_kept_id": "m40",
-        "flush": "ok",
-        "offload": "ok",
+        "flush": {"status": "ok", "detail": ""},
+        "offload": {"status": "failed", "detail": "disk full"},
         "summary_hash": "abcdef0123456789",
     }
     path.write_text(json.dumps(record) + "\n")
@@ -51,5 +51,6 @@ def test_sessions_show_lists_the_compactions(workspace: Path) -> None:
     assert text.exit_code == 0
     assert "60 -> 21" in text.output
     assert "m40" in text.output
+    assert "failed" in text.output
     empty = runner.invoke(app, ["sessions", "show", "s2", "-w", str(workspace)])
     assert "No compactions." in empty.output
