@@ -33,28 +33,33 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
-import re
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from harness.compaction.config import MESSAGES_PLACEHOLDER, CompactionConfig, TruncateArgsConfig
+from harness.compaction._cut import last_user_turn, safe_cut
+from harness.compaction._summary import (
+    SUMMARY_METADATA_KEY,
+    error_text,
+    extractive_summary,
+    first_request,
+    latest_summary,
+    render_for_summary,
+    shrink_tail,
+    summary_input,
+    summary_message_text,
+)
+from harness.compaction.config import CompactionConfig
 from harness.compaction.tokens import count_tokens, estimate_tokens
-from harness.compaction.truncation import keep_start, truncate_message_args
+from harness.compaction.truncation import keep_start
 from harness.context import RuntimeContext
 from harness.errors import AgentInterrupted
 from harness.kernel import (
     ChatModel,
-    ContentBlock,
-    ImageBlock,
     Msg,
     TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
     complete,
     new_id,
 )
@@ -78,24 +83,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-SUMMARY_METADATA_KEY: Final = "compaction"
-"""The key of a summary message's metadata that records what it covered."""
-
-FIRST_REQUEST_CHARS: Final = 2_000
-"""How much of the user's first request a summary quotes verbatim."""
-
-FORCED_RESULT_CHARS: Final = 4_000
-"""A forced compaction cuts tool results in the kept tail longer than this to head and tail."""
-
-_RESULT_CHARS_FOR_SUMMARY: Final = 500
-_ARG_CHARS_FOR_SUMMARY: Final = 200
-_EARLIER_SUMMARY_CHARS: Final = 4_000
-_REQUEST_CHARS: Final = 1_000
-_MAX_ARTIFACTS: Final = 30
-_MIN_INPUT_CHARS: Final = 2_000
-_LABELS: Final = {"user": "Human", "assistant": "AI", "tool": "Tool", "system": "System"}
-_SUMMARY_BODY = re.compile(r"<summary>\n(.*)\n</summary>", re.DOTALL)
 
 
 def is_interruption(error: BaseException) -> bool:
@@ -202,293 +189,6 @@ class CompactionResult:
         }
 
 
-# --- the cut -------------------------------------------------------------------------------
-
-
-def _blocked_cuts(messages: Sequence[Msg]) -> list[bool]:
-    """``blocked[c]`` is True when cutting before message ``c`` would split a tool call.
-
-    A call spans from the message that issues it to its last result; a result pairs with the
-    latest earlier call of its id, so an id a provider reuses in a later turn does not join
-    the two turns into one span.
-    """
-    n = len(messages)
-    latest: dict[str, int] = {}
-    spans: dict[tuple[str, int], int] = {}
-    for index, message in enumerate(messages):
-        for block in message.content:
-            if isinstance(block, ToolUseBlock):
-                latest[block.id] = index
-                spans[(block.id, index)] = index
-            elif isinstance(block, ToolResultBlock) and block.id in latest:
-                spans[(block.id, latest[block.id])] = index
-    diff = [0] * (n + 2)
-    for (_, first), last in spans.items():
-        if last > first:
-            diff[first + 1] += 1
-            diff[last + 1] -= 1
-    blocked: list[bool] = []
-    running = 0
-    for cut in range(n + 1):
-        running += diff[cut]
-        blocked.append(running > 0)
-    return blocked
-
-
-def safe_cut(messages: Sequence[Msg], cut: int, *, forward: bool = False) -> int:
-    """The nearest cut at or before ``cut`` (after, with ``forward``) that splits no tool call.
-
-    Cutting before message 0 or after the last message is always safe.
-    """
-    blocked = _blocked_cuts(messages)
-    cut = max(0, min(cut, len(messages)))
-    step = 1 if forward else -1
-    while blocked[cut]:
-        cut += step
-    return cut
-
-
-def _last_user_turn(messages: Sequence[Msg]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user" and not is_summary(messages[index]):
-            return index
-    return None
-
-
-# --- rendering -----------------------------------------------------------------------------
-
-
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _head_tail(text: str, limit: int, note: str) -> str:
-    if len(text) <= limit:
-        return text
-    half = max(1, limit // 2)
-    return f"{text[:half]}\n...({len(text) - 2 * half:,} characters {note})...\n{text[-half:]}"
-
-
-def render_for_summary(message: Msg) -> str:
-    """One message as the summarizer sees it: ``Human: ...``, tool calls and results shortened."""
-    parts: list[str] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            if block.text.strip():
-                parts.append(block.text.strip())
-        elif isinstance(block, ToolUseBlock):
-            args = json.dumps(block.input, ensure_ascii=False, default=str)
-            parts.append(f"[tool_call: {block.name}({_shorten(args, _ARG_CHARS_FOR_SUMMARY)})]")
-        elif isinstance(block, ToolResultBlock):
-            text = _shorten(block.text.strip(), _RESULT_CHARS_FOR_SUMMARY)
-            parts.append(f"[tool_result: {block.name or '?'}] {text}".rstrip())
-        elif isinstance(block, ImageBlock):
-            parts.append("[image]")
-    label = _LABELS.get(message.role, message.role.upper())
-    return f"{label}: {' '.join(parts)}"
-
-
-def _summary_body(message: Msg) -> str:
-    """The summary proper of a summary message (the text between its ``<summary>`` tags)."""
-    found = _SUMMARY_BODY.search(message.text)
-    return found.group(1) if found else message.text
-
-
-def first_request(messages: Sequence[Msg]) -> str | None:
-    """The user's first request in the session, as far as these messages still know it.
-
-    Earlier summaries carry it in their metadata; otherwise it is the first user message.
-    """
-    for message in messages:
-        if is_summary(message):
-            meta = message.metadata.get(SUMMARY_METADATA_KEY)
-            if isinstance(meta, Mapping) and isinstance(meta.get("first_request"), str):
-                return str(meta["first_request"])
-        elif message.role == "user" and message.text.strip():
-            return message.text.strip()[:FIRST_REQUEST_CHARS]
-    return None
-
-
-def _fit(parts: list[str], budget: int) -> list[str]:
-    """Cut each part to an equal share of ``budget`` characters if together they exceed it."""
-    total = sum(len(p) for p in parts) + 2 * len(parts)
-    if total <= budget or not parts:
-        return parts
-    share = max(200, budget // len(parts) - 64)  # room for the separator and the note
-    return [_head_tail(p, share, "omitted") for p in parts]
-
-
-def summary_input(
-    *,
-    template: str,
-    request: str | None,
-    earlier: Sequence[Msg],
-    prefix: Sequence[Msg],
-    max_tokens: int,
-) -> tuple[str, int]:
-    """The summarizer's prompt, trimmed to ``max_tokens``, and how many messages were left out.
-
-    The first request and the earlier summaries always go in (each cut to a share of half the
-    budget if together they are too long); the new messages fill the rest newest first, and a
-    marker stands where older ones were left out.
-    """
-    fixed_chars = len(template) - len(MESSAGES_PLACEHOLDER)
-    budget = max(_MIN_INPUT_CHARS, (max_tokens * 5) // 2 - fixed_chars - 16)
-    required: list[str] = []
-    if request:
-        required.append(f"The user's first request in this session (verbatim):\n{request}")
-    required.extend(f"Earlier summary:\n{_summary_body(m)}" for m in earlier)
-    lines = [render_for_summary(m) for m in prefix]
-    required = _fit(required, budget // 2 if lines else budget)
-    left = budget - sum(len(p) + 2 for p in required)
-    kept: list[str] = []
-    marker_room = 120
-    for line in reversed(lines):
-        room = left - marker_room - 2
-        if len(line) + 2 <= room:
-            kept.append(line)
-            left -= len(line) + 2
-        elif not kept and room > 200:
-            kept.append(line[: room - 3] + "...")  # the newest message alone is too long
-            left -= room + 2
-            break
-        else:
-            break
-    kept.reverse()
-    omitted = len(lines) - len(kept)
-    body = list(required)
-    if omitted:
-        body.append(
-            f"[... {omitted} older message(s) left out to fit the summarizer's input; "
-            "they are in the saved transcript ...]"
-        )
-    body.extend(kept)
-    return template.replace(MESSAGES_PLACEHOLDER, "\n\n".join(body)), omitted
-
-
-def _artifacts(messages: Sequence[Msg]) -> list[str]:
-    found: dict[str, None] = {}
-    for message in messages:
-        for call in message.tool_uses:
-            for key, value in call.input.items():
-                lowered = key.lower()
-                if (
-                    ("path" in lowered or "file" in lowered)
-                    and isinstance(value, str)
-                    and 0 < len(value) <= 300
-                ):
-                    found.setdefault(f"{value} ({call.name})", None)
-    return list(found)[:_MAX_ARTIFACTS]
-
-
-def extractive_summary(
-    *,
-    request: str | None,
-    earlier: Sequence[Msg],
-    prefix: Sequence[Msg],
-    recent: int,
-    reason: str,
-) -> str:
-    """A summary in the four sections, built from the messages themselves without a model.
-
-    It quotes rather than summarizes: the first request, the latest earlier summary, the last
-    ``recent`` user requests, how often each tool was used and the paths tool calls named.
-    """
-    requests = [
-        _shorten(" ".join(m.text.split()), _REQUEST_CHARS)
-        for m in prefix
-        if m.role == "user" and m.text.strip()
-    ]
-    tools = Counter(call.name for m in prefix for call in m.tool_uses)
-    summary = [
-        f"(Extractive summary: the summarizing model was not used ({reason}); the lines below "
-        "quote the conversation instead of summarizing it.)",
-        f"Messages summarized: {len(prefix)}.",
-    ]
-    if earlier:
-        body = _head_tail(_summary_body(earlier[-1]), _EARLIER_SUMMARY_CHARS, "omitted")
-        summary.append(f"Earlier summary:\n{body}")
-    if recent and requests:
-        summary.append(
-            "Latest user requests, oldest first:\n"
-            + "\n".join(f"- {r}" for r in requests[-recent:])
-        )
-    if tools:
-        summary.append(
-            "Tools used: " + ", ".join(f"{name} ({count}x)" for name, count in tools.items())
-        )
-    artifacts = _artifacts(prefix)
-    next_steps = (
-        f"Continue from the latest request: {requests[-1]}"
-        if requests
-        else "Continue from the messages that follow this summary."
-    )
-    return "\n\n".join(
-        [
-            f"## SESSION INTENT\n{request or 'None'}",
-            "## SUMMARY\n" + "\n\n".join(summary),
-            "## ARTIFACTS\n" + ("\n".join(f"- {a}" for a in artifacts) or "None"),
-            f"## NEXT STEPS\n{next_steps}",
-        ]
-    )
-
-
-def summary_message_text(summary: str, *, transcript: str | None, request: str | None) -> str:
-    """The text of the summary message: where the full history is, the summary, the request."""
-    if transcript:
-        head = (
-            "You are in the middle of a conversation that has been summarized.\n\n"
-            f"The full conversation history has been saved to {transcript} should you need "
-            "to refer back to it for details.\n\nA condensed summary follows:"
-        )
-    else:
-        head = "Here is a summary of the conversation to date:"
-    text = f"{head}\n\n<summary>\n{summary}\n</summary>"
-    if request:
-        text += (
-            "\n\nThe user's first request in this session, verbatim:\n"
-            f"<first_request>\n{request}\n</first_request>"
-        )
-    return text
-
-
-def _shrink_tail(tail: list[Msg]) -> tuple[list[Msg], int]:
-    """Cut oversized tool results and tool arguments of a forced compaction's tail."""
-    args = TruncateArgsConfig()
-    shrunk = 0
-    result: list[Msg] = []
-    for message in tail:
-        message, count = truncate_message_args(message, args)
-        shrunk += count
-        if message.tool_results:
-            content: list[ContentBlock] = []
-            changed = False
-            for block in message.content:
-                if isinstance(block, ToolResultBlock) and len(block.text) > FORCED_RESULT_CHARS:
-                    text = _head_tail(
-                        block.text, FORCED_RESULT_CHARS, "cut to fit the context window"
-                    )
-                    block = block.model_copy(update={"output": text})
-                    changed = True
-                    shrunk += 1
-                content.append(block)
-            if changed:
-                message = message.model_copy(update={"content": content})
-        result.append(message)
-    return result, shrunk
-
-
-def _latest_summary(messages: Sequence[Msg]) -> Msg | None:
-    for message in reversed(messages):
-        if is_summary(message):
-            return message
-    return None
-
-
-def _error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
 # --- the compactor -------------------------------------------------------------------------
 
 PlanCallback = Callable[[CompactionPlan], Awaitable[None]]
@@ -533,7 +233,7 @@ class ConversationCompactor:
 
     @staticmethod
     def _unchanged_since_last(messages: Sequence[Msg]) -> bool:
-        latest = _latest_summary(messages)
+        latest = latest_summary(messages)
         if latest is None:
             return False
         meta = latest.metadata.get(SUMMARY_METADATA_KEY)
@@ -553,7 +253,7 @@ class ConversationCompactor:
             if is_interruption(exc):
                 raise
             logger.warning("offload before compaction failed for %r: %s", ctx.session_id, exc)
-            return StepOutcome("failed", _error_text(exc))
+            return StepOutcome("failed", error_text(exc))
         return StepOutcome("ok", f"{appended} new message(s) appended")
 
     async def _flush(self, ctx: RuntimeContext, prefix: Sequence[Msg]) -> StepOutcome:
@@ -565,7 +265,7 @@ class ConversationCompactor:
             if is_interruption(exc):
                 raise
             logger.warning("memory flush before compaction failed for %r: %s", ctx.session_id, exc)
-            return StepOutcome("failed", _error_text(exc))
+            return StepOutcome("failed", error_text(exc))
         where = f"wrote {result.path}" if result.path else "nothing to write"
         return StepOutcome("ok", f"{result.messages} message(s) read, {where}")
 
@@ -580,7 +280,7 @@ class ConversationCompactor:
             if isinstance(exc, TimeoutError):
                 reason = f"the summarizer took longer than {self.summary_timeout:g} s"
             else:
-                reason = f"the summarizer failed: {_error_text(exc)}"
+                reason = f"the summarizer failed: {error_text(exc)}"
             logger.warning("compaction falls back to an extractive summary: %s", reason)
             return "", reason
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
@@ -631,7 +331,7 @@ class ConversationCompactor:
         prefix = [m for m in head if not is_summary(m)]
         shrunk = 0
         if force:
-            tail, shrunk = _shrink_tail(tail)
+            tail, shrunk = shrink_tail(tail)
             if not head and not shrunk:
                 return None
 
@@ -723,7 +423,7 @@ class ConversationCompactor:
             messages, keep_messages=config.keep_messages, keep_tokens=config.effective_keep_tokens
         )
         if force:
-            last_turn = _last_user_turn(messages)
+            last_turn = last_user_turn(messages)
             raw = max(raw, last_turn if last_turn is not None else n)
 
         def has_new(cut: int) -> bool:
