@@ -124,8 +124,8 @@ class HarnessAgent:
         self.model = self._model(model)
         self.workspace = WorkspaceManager(workspace or default_workspace(), filesystem)
         self.sessions = SessionStore(self.workspace, name)
-        toolkit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
-        toolkit = Toolkit(toolkit.tools)  # a copy: the caller's toolkit is never changed
+        # Our own toolkit: the built-in tools are added to it, never to the caller's.
+        toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
 
         # The order of registration breaks ties between equal priorities; each hook's own
         # module says why its priority is what it is.

@@ -9,8 +9,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from harness.agent import default_workspace
 from harness.cli._output import err
 from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.workspace import WorkspaceManager
 
 __all__ = [
     "ModelOpt",
@@ -18,6 +20,7 @@ __all__ = [
     "UserOpt",
     "VerboseOpt",
     "WorkspaceOpt",
+    "checked_workspace",
     "not_blank",
     "run_async",
 ]
@@ -34,6 +37,16 @@ WorkspaceOpt = Annotated[
         show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
     ),
 ]
+
+
+def checked_workspace(path: Path | None) -> WorkspaceManager:
+    """The workspace a command works in (the default one when none is given), checked usable.
+
+    Blocking (it may create the directory): call it from a worker thread in async code.
+    """
+    manager = WorkspaceManager(path or default_workspace())
+    manager.check()
+    return manager
 
 
 def not_empty(value: str | None) -> str | None:

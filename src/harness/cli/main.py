@@ -15,13 +15,14 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.agent import HarnessAgent, default_workspace
+from harness.agent import HarnessAgent
 from harness.cli._common import (
     ModelOpt,
     SessionOpt,
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
+    checked_workspace,
     not_blank,
     run_async,
 )
@@ -32,7 +33,7 @@ from harness.cli.sessions import sessions_app
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
-from harness.workspace import WorkspaceManager, init_workspace
+from harness.workspace import init_workspace
 
 __all__ = ["app", "main"]
 
@@ -49,9 +50,7 @@ app.add_typer(sessions_app, name="sessions")
 
 def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
     """The agent for a command, after checking the workspace is usable."""
-    manager = WorkspaceManager(workspace or default_workspace())
-    manager.check()
-    return HarnessAgent(model=model or "", workspace=manager.root)
+    return HarnessAgent(model=model or "", workspace=checked_workspace(workspace).root)
 
 
 @app.command()
@@ -67,8 +66,7 @@ def init(
     """Create a workspace skeleton with commented AGENTS.md, MEMORY.md and knowledge/."""
 
     async def _init() -> tuple[Path, list[str]]:
-        manager = WorkspaceManager(directory or default_workspace())
-        await asyncio.to_thread(manager.check)
+        manager = await asyncio.to_thread(checked_workspace, directory)
         return manager.root, await asyncio.to_thread(init_workspace, manager.root)
 
     root, created = run_async(_init())

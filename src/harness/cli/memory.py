@@ -15,12 +15,17 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from harness.agent import default_workspace
-from harness.cli._common import ModelOpt, UserOpt, VerboseOpt, WorkspaceOpt, run_async
+from harness.cli._common import (
+    ModelOpt,
+    UserOpt,
+    VerboseOpt,
+    WorkspaceOpt,
+    checked_workspace,
+    run_async,
+)
 from harness.cli._output import err, out, setup_logging
 from harness.memory import DEFAULT_MEMORY, MemoryIndex, MemoryMaintenance
 from harness.models import resolve_model
-from harness.workspace import WorkspaceManager
 
 __all__ = ["memory_app"]
 
@@ -32,17 +37,11 @@ memory_app = typer.Typer(
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 
-def _workspace(path: Path | None) -> WorkspaceManager:
-    manager = WorkspaceManager(path or default_workspace())
-    manager.check()
-    return manager
-
-
 @asynccontextmanager
 async def _maintenance(
     workspace: Path | None, model: str | None, *, need_model: bool
 ) -> AsyncIterator[MemoryMaintenance]:
-    manager = await asyncio.to_thread(_workspace, workspace)
+    manager = await asyncio.to_thread(checked_workspace, workspace)
     llm = resolve_model(model) if need_model or model else None
     running = MemoryMaintenance.for_workspace(manager, config=DEFAULT_MEMORY, model=llm)
     try:
@@ -71,7 +70,7 @@ def index_command(
     setup_logging(verbose)
 
     async def _index() -> tuple[int, int, int, float]:
-        manager = await asyncio.to_thread(_workspace, workspace)
+        manager = await asyncio.to_thread(checked_workspace, workspace)
         index = MemoryIndex(manager.root.parent)
         started = time.perf_counter()
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
@@ -111,7 +110,7 @@ def search_command(
     """Search long-term memory as the agent's memory_search does, for one user."""
 
     async def _search() -> list[dict[str, object]]:
-        manager = await asyncio.to_thread(_workspace, workspace)
+        manager = await asyncio.to_thread(checked_workspace, workspace)
         index = MemoryIndex(manager.root.parent)
 
         def run() -> list[dict[str, object]]:

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.agent import DEFAULT_AGENT_NAME, default_workspace
-from harness.cli._common import UserOpt, WorkspaceOpt, run_async
+from harness.agent import DEFAULT_AGENT_NAME
+from harness.cli._common import UserOpt, WorkspaceOpt, checked_workspace, run_async
 from harness.cli._output import out
 from harness.context import RuntimeContext
 from harness.session import CompactionLog, SessionStore
-from harness.workspace import WorkspaceManager, scoped, session_dir
+from harness.workspace import scoped, session_dir
 
 __all__ = ["sessions_app"]
 
@@ -37,8 +37,7 @@ def show_command(
     """Show a session: its size, where its files are, and every compaction it went through."""
 
     async def _show() -> dict[str, Any]:
-        manager = WorkspaceManager(workspace or default_workspace())
-        await asyncio.to_thread(manager.check)
+        manager = await asyncio.to_thread(checked_workspace, workspace)
         ctx = RuntimeContext(session_id=session, user_id=user)
         messages = await SessionStore(manager, agent).load(ctx)
         records = await CompactionLog(manager, agent).read(session, user)

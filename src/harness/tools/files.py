@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace
+from harness.tools._paths import tool_path
 from harness.workspace import WorkspaceManager
-from harness.workspace.paths import normalize
 
 __all__ = ["DEFAULT_READ_LIMIT", "MAX_LINE_CHARS", "MAX_READ_CHARS", "FileTools"]
 
@@ -53,12 +52,9 @@ class FileTools:
             offset: The 0-based line to start at (default 0).
             limit: How many lines to read (default 200).
         """
-        try:
-            rel = normalize(path)
-        except PathOutsideWorkspace:
-            return f"Error: path traversal not allowed: {path}"
-        if not rel:
-            return "Error: path is required"
+        rel, error = tool_path(path)
+        if error is not None:
+            return error
         text = await self.workspace.read_text(rel, ctx.user_id)
         if not text:
             return f"Error: file not found or empty: {path}"

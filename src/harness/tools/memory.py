@@ -19,12 +19,11 @@ from datetime import UTC
 from typing import Any, Final
 
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
+from harness.tools._paths import tool_path
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager, scoped, user_prefix
-from harness.workspace.paths import normalize
 
 __all__ = ["MemoryTools"]
 
@@ -92,12 +91,9 @@ class MemoryTools:
             start_line: First line to show, 1-based (default 1).
             end_line: Last line to show, inclusive (default: the end, at most 400 lines).
         """
-        try:
-            rel = normalize(path)
-        except PathOutsideWorkspace:
-            return f"Error: path traversal not allowed: {path}"
-        if not rel:
-            return "Error: path is required"
+        rel, error = tool_path(path)
+        if error is not None:
+            return error
         if not _MEMORY_FILE.match(rel):
             return f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
         text = await self.workspace.read_own(rel, ctx.user_id)

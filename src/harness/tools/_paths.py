@@ -1,0 +1,20 @@
+"""The path a tool was given, as a workspace path or as the error the model should see."""
+
+from __future__ import annotations
+
+from harness.errors import PathOutsideWorkspace
+from harness.workspace.paths import normalize
+
+__all__ = ["tool_path"]
+
+
+def tool_path(path: str) -> tuple[str, str | None]:
+    """``(workspace path, None)``, or ``("", error text)`` for an empty or escaping path.
+
+    Tools answer a bad path with an error the model can act on rather than raising.
+    """
+    try:
+        rel = normalize(path)
+    except PathOutsideWorkspace:
+        return "", f"Error: path traversal not allowed: {path}"
+    return rel, (None if rel else "Error: path is required")
