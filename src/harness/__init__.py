@@ -21,6 +21,7 @@ from harness.errors import (
 from harness.hooks import WorkspaceContextConfig
 from harness.kernel import Hook, Msg
 from harness.memory import MemoryConfig
+from harness.subagents import SubagentFactory, SubagentsConfig, SubagentSpec
 
 __all__ = [
     "AgentInterrupted",
@@ -38,6 +39,9 @@ __all__ = [
     "RuntimeContext",
     "ScriptExhaustedError",
     "StorageError",
+    "SubagentFactory",
+    "SubagentSpec",
+    "SubagentsConfig",
     "ToolResultEvictionConfig",
     "TruncateArgsConfig",
     "WorkspaceContextConfig",

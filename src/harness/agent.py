@@ -32,6 +32,7 @@ from harness.hooks import (
     MemoryFlushHook,
     MemoryMaintenanceHook,
     SessionPersistenceHook,
+    SubagentsHook,
     ToolResultEvictionHook,
     WorkspaceContextConfig,
     WorkspaceContextHook,
@@ -54,7 +55,16 @@ from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.session import CompactionLog, SessionStore
-from harness.tools import FileTools, MemoryTools, SessionTools
+from harness.subagents import (
+    DEFAULT_SUBAGENTS,
+    ChildSettings,
+    Declaration,
+    SubagentCatalog,
+    SubagentsConfig,
+    TaskRepository,
+    general_purpose,
+)
+from harness.tools import FileTools, MemoryTools, SessionTools, SubagentTools
 from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
 
 __all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
@@ -95,6 +105,9 @@ class HarnessAgent:
         compaction: Summarize long history before it fills the context window, and recover
             from a context overflow by compacting and retrying once; None turns it off.
         compaction_model: The model (or spec) that writes summaries; the agent's by default.
+        subagents: Delegation to subagents (the built-in ``general-purpose`` one, those of
+            ``subagents/*.md``, and yours: a :class:`SubagentsConfig` or a list of
+            declarations) with durable background tasks; None turns it off.
         trace: Log every event on the ``harness.trace`` logger.
     """
 
@@ -103,7 +116,7 @@ class HarnessAgent:
         *,
         model: ChatModel | str,
         name: str = DEFAULT_AGENT_NAME,
-        workspace: str | Path | None = None,
+        workspace: str | Path | WorkspaceManager | None = None,
         sys_prompt: str = "",
         tools: Toolkit | Iterable[Callable[..., Any] | Tool] = (),
         hooks: Iterable[Hook] = (),
@@ -115,6 +128,7 @@ class HarnessAgent:
         tool_result_eviction: ToolResultEvictionConfig | None = DEFAULT_TOOL_RESULT_EVICTION,
         compaction: CompactionConfig | None = None,
         compaction_model: ChatModel | str | None = None,
+        subagents: SubagentsConfig | Sequence[Declaration] | None = DEFAULT_SUBAGENTS,
         trace: bool = True,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
@@ -122,10 +136,15 @@ class HarnessAgent:
         # Models built here from a spec are the agent's to close.
         self._owned: list[ChatModel] = []
         self.model = self._model(model)
-        self.workspace = WorkspaceManager(workspace or default_workspace(), filesystem)
+        self.workspace = (
+            workspace
+            if isinstance(workspace, WorkspaceManager)
+            else WorkspaceManager(workspace or default_workspace(), filesystem)
+        )
         self.sessions = SessionStore(self.workspace, name)
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
         toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
+        user_tools, user_hooks = tuple(toolkit.tools), tuple(hooks)
 
         # The order of registration breaks ties between equal priorities; each hook's own
         # module says why its priority is what it is.
@@ -136,8 +155,8 @@ class HarnessAgent:
         self.compactions = CompactionLog(self.workspace, name)
         transcript = TranscriptWriter(self.workspace, name)
         flush: MemoryFlushManager | None = None
+        memory_llm = self._model(memory_model) if memory_model is not None else self.model
         if memory is not None:
-            memory_llm = self._model(memory_model) if memory_model is not None else self.model
             self.maintenance = MemoryMaintenance.for_workspace(
                 self.workspace,
                 config=memory,
@@ -164,8 +183,8 @@ class HarnessAgent:
                     toolkit.register(tool)
         self.compaction = compaction
         self.compactor: ConversationCompactor | None = None
+        summarizer = self._model(compaction_model) if compaction_model else self.model
         if compaction is not None:
-            summarizer = self._model(compaction_model) if compaction_model else self.model
             self.compactor = ConversationCompactor(
                 summarizer,
                 flush=flush if compaction.flush_before else None,
@@ -180,7 +199,52 @@ class HarnessAgent:
             )
             if "read_file" not in toolkit:  # the placeholder tells the model to read it back
                 toolkit.register(FileTools(self.workspace).read_file)
-        chain.extend(hooks)  # user hooks, 100 by default
+        self.tasks: TaskRepository | None = None
+        self._subagents: SubagentsHook | None = None
+        self._shutdown_grace = 0.0
+        if subagents is not None:
+            config = (
+                subagents
+                if isinstance(subagents, SubagentsConfig)
+                else SubagentsConfig(declarations=tuple(subagents))
+            )
+            settings = ChildSettings(
+                model=self.model,
+                workspace=self.workspace,
+                tools=user_tools,
+                hooks=user_hooks,
+                max_iters=max_iters,
+                memory=memory,
+                memory_model=memory_llm,
+                compaction=compaction,
+                compaction_model=summarizer,
+                tool_result_eviction=tool_result_eviction,
+                workspace_context=workspace_context,
+                trace=trace,
+            )
+            catalog = SubagentCatalog(
+                self.workspace,
+                config.declarations,
+                general_purpose=general_purpose(max_iters) if config.general_purpose else None,
+                refresh_seconds=config.refresh_seconds,
+            )
+            self.tasks = TaskRepository(
+                self.workspace,
+                name,
+                max_running=config.max_running,
+                heartbeat_seconds=config.heartbeat_seconds,
+                stale_after_seconds=config.stale_after_seconds,
+            )
+            spawning = SubagentTools(
+                catalog=catalog, settings=settings, tasks=self.tasks, config=config
+            )
+            # 80: sees the conversation as compaction and eviction left it
+            self._subagents = SubagentsHook(
+                catalog, self.tasks, spawning, notice_lines=config.notice_lines
+            )
+            self._shutdown_grace = config.shutdown_grace_seconds
+            chain.append(self._subagents)
+        chain.extend(user_hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request
             chain.append(
@@ -243,9 +307,13 @@ class HarnessAgent:
     async def aclose(self) -> None:
         """Stop background work and release what the agent owns.
 
-        The workspace's memory worker stops when its last agent closes; model clients built
-        here from a spec are closed.
+        Background tasks get ``shutdown_grace_seconds`` (30 s by default) to finish, and are
+        then cancelled; subagents are closed; the workspace's memory worker stops when its
+        last agent closes; model clients built here from a spec are closed.
         """
+        if self._subagents is not None:
+            subagents, self._subagents = self._subagents, None
+            await subagents.aclose(self._shutdown_grace)
         if self.maintenance is not None:
             maintenance, self.maintenance = self.maintenance, None
             await maintenance.release()

@@ -142,11 +142,12 @@ def test_hook_chain_order(workspace: Path) -> None:
     assert kinds == [
         "AgentTraceHook",
         "ToolResultEvictionHook",
+        "SubagentsHook",
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 80, 100, 900, 900]
 
 
 def test_hook_chain_with_memory(workspace: Path) -> None:
@@ -166,11 +167,12 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
         "MemoryMaintenanceHook",
         "CompactionHook",
         "ToolResultEvictionHook",
+        "SubagentsHook",
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 10, 50, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 10, 50, 80, 100, 900, 900]
     names = agent.delegate.toolkit.names
     for tool in (
         "memory_search",
@@ -179,6 +181,12 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
         "session_search",
         "session_list",
         "read_file",
+        "agent_spawn",
+        "agent_send",
+        "agent_list",
+        "task_output",
+        "task_cancel",
+        "task_list",
     ):
         assert tool in names
 
@@ -198,9 +206,11 @@ def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
         trace=False,
         workspace_context=None,
         tool_result_eviction=None,
+        subagents=None,
     )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
     assert "read_file" not in agent.delegate.toolkit
+    assert "agent_spawn" not in agent.delegate.toolkit
 
 
 async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from harness.hooks.compaction import CompactionHook
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
 from harness.hooks.session_persistence import SessionPersistenceHook
+from harness.hooks.subagents import SubagentsHook
 from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.hooks.trace import AgentTraceHook
 from harness.hooks.workspace_context import (
@@ -23,6 +24,7 @@ __all__ = [
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
     "SessionPersistenceHook",
+    "SubagentsHook",
     "ToolResultEvictionHook",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",

@@ -3,5 +3,7 @@
 from harness.tools.files import FileTools
 from harness.tools.memory import MemoryTools
 from harness.tools.sessions import SessionTools
+from harness.tools.subagents import SubagentTools
+from harness.tools.tasks import TaskTools
 
-__all__ = ["FileTools", "MemoryTools", "SessionTools"]
+__all__ = ["FileTools", "MemoryTools", "SessionTools", "SubagentTools", "TaskTools"]

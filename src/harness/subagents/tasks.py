@@ -1,0 +1,480 @@
+"""Durable background tasks: subagent runs whose results are never lost.
+
+Each task has a record, ``agents/<agent>/tasks/<task id>.json`` in the caller's namespace,
+written through the workspace (so through its filesystem backend), and, once it completes, its
+full result in ``<task id>.result.md`` next to it. The rules the original broke, kept here:
+
+- **Results first.** The result file is written before the record says ``completed``; a reader
+  that sees ``completed`` always finds the result.
+- **Failures are failures.** An exception makes the task ``failed`` with its message, never
+  ``completed`` with an error string.
+- **Cancel means stop.** :meth:`TaskRepository.cancel` cancels the child's coroutine (and so its
+  running tool call) and the task ends ``cancelled``. A task run by another process is flagged
+  ``cancel_requested``; its owner sees the flag at its next heartbeat and stops it.
+- **Restarts lose nothing.** Finished tasks and their results stay readable by any later
+  process. A running task whose owner died stops heart-beating; once its last heartbeat is
+  ``stale_after_seconds`` old (inclusive) any reader marks it ``failed: worker lost`` instead of
+  reporting it running forever.
+- **Bounded.** At most ``max_running`` tasks of one repository run at once; the others wait,
+  ``pending``, in submission order.
+
+Finished tasks are also remembered, per (user, session), as *undelivered*, until the parent's
+next reasoning step has been told about them (see :mod:`harness.hooks.subagents`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.context import RuntimeContext
+from harness.memory.config import Clock, utc_now
+from harness.workspace import AGENTS_DIR, WorkspaceManager, safe_segment
+
+__all__ = [
+    "WORKER_LOST",
+    "TaskRecord",
+    "TaskRepository",
+    "TaskStatus",
+]
+
+logger = logging.getLogger(__name__)
+
+WORKER_LOST: Final = "worker lost"
+MAX_TASK_TEXT: Final = 500
+
+
+class TaskStatus(StrEnum):
+    """Where a task is in its life; the last three are final."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+
+class TaskRecord(BaseModel):
+    """The persisted state of one background task."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_id: str
+    agent_id: str
+    status: TaskStatus
+    user_id: str | None = None
+    session_id: str
+    agent_key: str | None = None
+    label: str | None = None
+    task: str = ""
+    worker: str = ""
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    result_path: str | None = None
+    error: str | None = None
+    cancel_requested: bool = False
+    delivered_at: datetime | None = None
+
+    @property
+    def describe_status(self) -> str:
+        """``failed: <why>`` for a failed task, else the status."""
+        if self.status is TaskStatus.FAILED:
+            return f"failed: {self.error or 'unknown error'}"
+        return self.status.value
+
+
+Work = Callable[[], Awaitable[str]]
+
+
+class TaskRepository:
+    """The background tasks of one agent in one workspace.
+
+    Args:
+        workspace: Where records and results are kept.
+        agent: The parent agent's name (``agents/<agent>/tasks/``).
+        max_running: Tasks that run at once; more wait as ``pending``.
+        heartbeat_seconds: How often a running task's record is refreshed.
+        stale_after_seconds: A record not refreshed for this long belongs to a dead worker.
+        clock: The current time (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        workspace: WorkspaceManager,
+        agent: str,
+        *,
+        max_running: int = 8,
+        heartbeat_seconds: float = 10.0,
+        stale_after_seconds: float = 60.0,
+        clock: Clock = utc_now,
+    ) -> None:
+        if max_running < 1:
+            msg = f"max_running must be at least 1, got {max_running}"
+            raise ValueError(msg)
+        if stale_after_seconds <= heartbeat_seconds:
+            msg = "stale_after_seconds must be longer than heartbeat_seconds"
+            raise ValueError(msg)
+        self.workspace = workspace
+        self.directory = f"{AGENTS_DIR}/{safe_segment(agent)}/tasks"
+        self.max_running = max_running
+        self.heartbeat_seconds = heartbeat_seconds
+        self.stale_after = timedelta(seconds=stale_after_seconds)
+        self.clock = clock
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._live: dict[str, tuple[TaskRecord, asyncio.Task[None]]] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._undelivered: dict[tuple[str | None, str], dict[str, None]] = {}
+        self._scanned: set[str | None] = set()
+
+    # -- paths ---------------------------------------------------------------------------
+
+    def record_path(self, task_id: str) -> str:
+        return f"{self.directory}/{safe_segment(task_id)}.json"
+
+    def result_path(self, task_id: str) -> str:
+        return f"{self.directory}/{safe_segment(task_id)}.result.md"
+
+    # -- starting tasks ------------------------------------------------------------------
+
+    async def submit(
+        self,
+        ctx: RuntimeContext,
+        *,
+        agent_id: str,
+        work: Work,
+        task: str = "",
+        agent_key: str | None = None,
+        label: str | None = None,
+    ) -> TaskRecord:
+        """Queue ``work`` as a background task; it starts when a slot is free."""
+        record = self._new(ctx, agent_id, TaskStatus.PENDING, task, agent_key, label)
+        await self._save(record)
+        self._start(record, self._queued(record, work))
+        return record
+
+    async def adopt(
+        self,
+        ctx: RuntimeContext,
+        *,
+        agent_id: str,
+        running: asyncio.Task[str],
+        task: str = "",
+        agent_key: str | None = None,
+        label: str | None = None,
+    ) -> TaskRecord:
+        """Track a run that is already under way (a synchronous call that timed out).
+
+        It is not queued (it already runs), so it may briefly exceed ``max_running``.
+        """
+        record = self._new(ctx, agent_id, TaskStatus.RUNNING, task, agent_key, label)
+        record = record.model_copy(update={"started_at": record.created_at})
+        await self._save(record)
+
+        async def _await_running() -> str:
+            return await running
+
+        self._start(record, self._execute(record, _await_running))
+        return record
+
+    def _new(
+        self,
+        ctx: RuntimeContext,
+        agent_id: str,
+        status: TaskStatus,
+        task: str,
+        agent_key: str | None,
+        label: str | None,
+    ) -> TaskRecord:
+        now = self.clock()
+        assert ctx.session_id is not None
+        return TaskRecord(
+            task_id=f"task_{uuid.uuid4().hex[:16]}",
+            agent_id=agent_id,
+            status=status,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            agent_key=agent_key,
+            label=label,
+            task=task[:MAX_TASK_TEXT],
+            worker=self.worker,
+            created_at=now,
+            heartbeat_at=now,
+        )
+
+    def _start(self, record: TaskRecord, runner: Awaitable[None]) -> None:
+        async def _run() -> None:
+            try:
+                await runner
+            finally:
+                self._live.pop(record.task_id, None)
+
+        self._live[record.task_id] = (record, asyncio.create_task(_run()))
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.create_task(self._beat())
+
+    async def _queued(self, record: TaskRecord, work: Work) -> None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_running)
+        slots = self._slots
+
+        async def _when_free() -> str:
+            async with slots:
+                now = self.clock()
+                started = await self._update(
+                    record, {"status": TaskStatus.RUNNING, "started_at": now, "heartbeat_at": now}
+                )
+                if started.status is not TaskStatus.RUNNING:  # cancelled while it waited
+                    raise asyncio.CancelledError
+                return await work()
+
+        await self._execute(record, _when_free)
+
+    async def _execute(self, record: TaskRecord, work: Work) -> None:
+        """Run ``work`` to a final status; the result is saved before ``completed``."""
+        try:
+            result = await work()
+            try:
+                written = await self.workspace.write_text(
+                    self.result_path(record.task_id), result, record.user_id
+                )
+            except OSError as exc:
+                error = f"the result could not be saved: {exc}"
+                await self._settle(record, TaskStatus.FAILED, error=error)
+                return
+            await self._settle(record, TaskStatus.COMPLETED, result_path=written)
+        except asyncio.CancelledError:
+            await self._settle(record, TaskStatus.CANCELLED)
+            raise
+        except Exception as exc:
+            logger.warning("task %s (%s) failed: %r", record.task_id, record.agent_id, exc)
+            await self._settle(record, TaskStatus.FAILED, error=str(exc) or type(exc).__name__)
+
+    async def _settle(self, record: TaskRecord, status: TaskStatus, **changes: object) -> None:
+        settled = await self._update(
+            record, {"status": status, "finished_at": self.clock(), **changes}
+        )
+        if settled.status.terminal and settled.delivered_at is None:
+            key = (settled.user_id, settled.session_id)
+            self._undelivered.setdefault(key, {})[settled.task_id] = None
+
+    async def _beat(self) -> None:
+        """Refresh the records of this process's unfinished tasks; obey remote cancels."""
+        while self._live:
+            await asyncio.sleep(self.heartbeat_seconds)
+            for record, handle in list(self._live.values()):
+                try:
+                    fresh = await self._update(record, {"heartbeat_at": self.clock()})
+                except OSError as exc:
+                    logger.warning("heartbeat of task %s failed: %s", record.task_id, exc)
+                    continue
+                if fresh.cancel_requested:
+                    handle.cancel()
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def get(self, task_id: str, user_id: str | None) -> TaskRecord | None:
+        """The task's record (a lost worker's task reported as failed); None if unknown."""
+        record = await self._load(task_id, user_id)
+        return await self._check_alive(record) if record is not None else None
+
+    async def records(
+        self,
+        user_id: str | None,
+        *,
+        status: TaskStatus | None = None,
+        session_id: str | None = None,
+    ) -> list[TaskRecord]:
+        """The user's tasks (optionally of one status or parent session), oldest first."""
+        records = []
+        for info in await self.workspace.list_own(self.directory, user_id):
+            if not info.path.endswith(".json"):
+                continue
+            task_id = info.path.rsplit("/", 1)[-1].removesuffix(".json")
+            record = await self.get(task_id, user_id)
+            if record is None:
+                continue
+            if status is not None and record.status is not status:
+                continue
+            if session_id is not None and record.session_id != session_id:
+                continue
+            records.append(record)
+        records.sort(key=lambda r: (r.created_at, r.task_id))
+        return records
+
+    async def result(self, record: TaskRecord) -> str | None:
+        """The full result of a completed task."""
+        if record.result_path is None:
+            return None
+        return await self.workspace.read_own(self.result_path(record.task_id), record.user_id)
+
+    async def wait(self, record: TaskRecord, seconds: float) -> TaskRecord:
+        """Wait up to ``seconds`` for the task to finish; its record either way."""
+        entry = self._live.get(record.task_id)
+        if entry is not None:
+            await asyncio.wait([entry[1]], timeout=seconds)
+        else:  # run elsewhere: poll its record
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + seconds
+            while not record.status.terminal and loop.time() < deadline:
+                await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+                record = await self.get(record.task_id, record.user_id) or record
+        return await self.get(record.task_id, record.user_id) or record
+
+    # -- cancelling ----------------------------------------------------------------------
+
+    async def cancel(self, task_id: str, user_id: str | None) -> TaskRecord | None:
+        """Stop a task; returns its record afterwards (None if unknown)."""
+        record = await self.get(task_id, user_id)
+        if record is None or record.status.terminal:
+            return record
+        entry = self._live.get(task_id)
+        if entry is not None:
+            entry[1].cancel()
+            await asyncio.wait([entry[1]])
+        else:  # its owner stops it at the next heartbeat; it is cancelled from now on
+            changes = {
+                "cancel_requested": True,
+                "status": TaskStatus.CANCELLED,
+                "finished_at": self.clock(),
+            }
+            await self._update(record, changes)
+        return await self.get(task_id, user_id)
+
+    async def aclose(self, grace_seconds: float = 30.0) -> None:
+        """Let this process's tasks finish for up to ``grace_seconds``, then cancel the rest."""
+        handles = [handle for _, handle in self._live.values()]
+        if handles:
+            _, pending = await asyncio.wait(handles, timeout=grace_seconds)
+            for handle in pending:
+                handle.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+
+    # -- completion notices --------------------------------------------------------------
+
+    async def undelivered(self, ctx: RuntimeContext) -> list[TaskRecord]:
+        """Finished tasks of this session that the parent has not been told about yet."""
+        if ctx.user_id not in self._scanned:
+            self._scanned.add(ctx.user_id)
+            for record in await self.records(ctx.user_id):
+                if record.status.terminal and record.delivered_at is None:
+                    key = (record.user_id, record.session_id)
+                    self._undelivered.setdefault(key, {})[record.task_id] = None
+        assert ctx.session_id is not None
+        pending = self._undelivered.get((ctx.user_id, ctx.session_id))
+        if not pending:
+            return []
+        records = []
+        for task_id in list(pending):
+            found = await self.get(task_id, ctx.user_id)
+            if found is None or found.delivered_at is not None:
+                pending.pop(task_id, None)
+            else:
+                records.append(found)
+        return records
+
+    async def mark_delivered(self, records: list[TaskRecord]) -> None:
+        """Remember that the parent has been told about these tasks."""
+        now = self.clock()
+        for record in records:
+            await self._update(record, {"delivered_at": now})
+            pending = self._undelivered.get((record.user_id, record.session_id))
+            if pending is not None:
+                pending.pop(record.task_id, None)
+
+    # -- storage -------------------------------------------------------------------------
+
+    async def _load(self, task_id: str, user_id: str | None) -> TaskRecord | None:
+        try:
+            path = self.record_path(task_id)
+        except ValueError:
+            return None
+        text = await self.workspace.read_own(path, user_id)
+        return _parse(text, path) if text else None
+
+    async def _save(self, record: TaskRecord) -> None:
+        await self.workspace.write_text(
+            self.record_path(record.task_id), _dump(record), record.user_id
+        )
+
+    async def _update(
+        self,
+        record: TaskRecord,
+        changes: dict[str, object],
+        when: Callable[[TaskRecord], bool] | None = None,
+    ) -> TaskRecord:
+        """Apply ``changes`` to the stored record under its lock; a final status stays final.
+
+        Once a record is final only ``delivered_at`` may still change, so a late writer (a
+        heartbeat, or the run ending after a cancel) never resurrects a task.
+        """
+        path = self.record_path(record.task_id)
+        result: list[TaskRecord] = []
+
+        def transform(text: str) -> str:
+            stored = _parse(text, path) if text else None
+            current = stored or record
+            if when is not None and not when(current):
+                allowed: dict[str, object] = {}
+            elif current.status.terminal:
+                allowed = {k: v for k, v in changes.items() if k == "delivered_at"}
+            else:
+                allowed = changes
+            updated = current.model_copy(update=allowed) if allowed else current
+            result.append(updated)
+            return _dump(updated) if updated is not stored else text
+
+        await self.workspace.update_text(path, transform, record.user_id)
+        return result[-1]
+
+    async def _check_alive(self, record: TaskRecord) -> TaskRecord:
+        if record.status.terminal or record.task_id in self._live:
+            return record
+        if not self._stale(record):
+            return record
+        last = record.heartbeat_at or record.created_at
+        error = (
+            f"{WORKER_LOST} (no heartbeat from {record.worker or 'its worker'} "
+            f"since {last:%Y-%m-%dT%H:%M:%SZ})"
+        )
+        changes = {"status": TaskStatus.FAILED, "error": error, "finished_at": self.clock()}
+        return await self._update(record, changes, when=self._stale)
+
+    def _stale(self, record: TaskRecord) -> bool:
+        """Unfinished, and not refreshed for ``stale_after`` (the boundary counts as stale)."""
+        last = record.heartbeat_at or record.created_at
+        return not record.status.terminal and self.clock() - last >= self.stale_after
+
+
+def _dump(record: TaskRecord) -> str:
+    return record.model_dump_json(indent=1) + "\n"
+
+
+def _parse(text: str, path: str) -> TaskRecord | None:
+    try:
+        return TaskRecord.model_validate_json(text)
+    except ValidationError as exc:
+        logger.warning("ignored the unreadable task record %s: %s", path, exc.errors()[0]["msg"])
+        return None
