@@ -242,7 +242,8 @@ DEMO_SECTIONS = (
     "4. Consolidated into users/ada/MEMORY.md",
     "5. memory_search('marathon distance in km')",
     "6. A long session: eviction and compaction",
-    "7. Files in the workspace",
+    "7. A subagent in the background",
+    "8. Files in the workspace",
 )
 
 
@@ -312,9 +313,10 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert "Compacted: 9 messages -> 5" in section_text(stdout, 6)
     assert json.loads((root / "demo-script.json").read_text(encoding="utf-8")) == DEMO_SCRIPT
     requests = split_requests(root / "demo-requests.jsonl")
-    # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer
-    assert len(requests.agent) == 6
-    assert len(requests.flush) == 3  # one per call (the prefix was flushed already)
+    # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer;
+    # then the spawn, its answer, the subagent's tool call and report, the answer to the notice
+    assert len(requests.agent) == 11
+    assert len(requests.flush) == 6  # one per call (the prefix was flushed already)
     assert len(requests.consolidation) == 1  # step 4
     assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
     assert all(r[0]["content"][0]["text"] == FLUSH_SYSTEM_PROMPT for r in requests.flush)
@@ -358,9 +360,39 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
             assert match[3] in json.loads(line)["content"].splitlines(), hit
         else:
             assert match[3] == line.strip(), hit
-    # 6. The files: the transcript beside the session, the index beside the workspace.
+    # 7. The subagent ran in the background; its task record and result are in ada's
+    # namespace, and the agent was told about it once, at its next step.
+    (record_file,) = (root / "users/ada/agents/guide/tasks").glob("task_*.json")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    assert (record["agent_id"], record["status"], record["session_id"]) == (
+        "log-analyst",
+        "completed",
+        "delegation",
+    )
+    result_file = record_file.with_name(f"{record['task_id']}.result.md")
+    report = "1 error in 400 lines: 12:02:03 upstream timeout after 30000 ms."
+    assert result_file.read_text(encoding="utf-8") == report
+    delegation = read_session(root, "delegation", user="ada", agent="guide")
+    notices = [m for m in delegation if m.get("metadata", {}).get("reminder") == "task_delivery"]
+    assert len(notices) == 1
+    assert (
+        f'<task id="{record["task_id"]}" state="completed" agent="log-analyst">'
+        in (notices[0]["content"][0]["text"])
+    )
+    assert delegation[-1]["content"][0]["text"] == (
+        "The log analyst reports one error: an upstream timeout at 12:02:03."
+    )
+    step7 = section_text(stdout, 7)
+    assert f"Task {record['task_id']} (log-analyst): completed" in step7
+    assert report in step7
+    (child_session,) = (root / "users/ada/agents/log-analyst/context").iterdir()
+    assert child_session.name.startswith("sub-")
+    # 8. The files: the transcript beside the session, the index beside the workspace.
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
+        "delegation.flush.json",
+        "delegation.jsonl",
+        "delegation.log.jsonl",
         "sessions.json",
         "tour.compactions.jsonl",
         "tour.flush.json",
@@ -369,7 +401,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[6] in line)
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[7] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
     assert listed == [
@@ -378,13 +410,25 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "demo-requests.jsonl",
         "demo-script.json",
         "knowledge/KNOWLEDGE.md",
+        "subagents/log-analyst.md",
         "users/ada/MEMORY.md",
+        "users/ada/agents/guide/context/delegation/messages.jsonl",
         "users/ada/agents/guide/context/tour/messages.jsonl",
+        "users/ada/agents/guide/sessions/delegation.flush.json",
+        "users/ada/agents/guide/sessions/delegation.jsonl",
+        "users/ada/agents/guide/sessions/delegation.log.jsonl",
         "users/ada/agents/guide/sessions/sessions.json",
         "users/ada/agents/guide/sessions/tour.compactions.jsonl",
         "users/ada/agents/guide/sessions/tour.flush.json",
         "users/ada/agents/guide/sessions/tour.jsonl",
         "users/ada/agents/guide/sessions/tour.log.jsonl",
+        f"users/ada/agents/guide/tasks/{record_file.name}",
+        f"users/ada/agents/guide/tasks/{result_file.name}",
+        f"users/ada/agents/log-analyst/context/{child_session.name}/messages.jsonl",
+        "users/ada/agents/log-analyst/sessions/sessions.json",
+        f"users/ada/agents/log-analyst/sessions/{child_session.name}.flush.json",
+        f"users/ada/agents/log-analyst/sessions/{child_session.name}.jsonl",
+        f"users/ada/agents/log-analyst/sessions/{child_session.name}.log.jsonl",
         f"users/ada/large_tool_results/guide/{evicted.name}",
         "users/ada/memory/.consolidation_state",
         f"users/ada/memory/{log.name}",
@@ -454,7 +498,8 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 def test_commands_are_the_documented_four() -> None:
     assert sorted(COMMANDS) == ["chat", "demo", "init", "run"]
-    assert GROUPS == ["memory", "sessions"]  # their subcommands: test_cli_memory.py, and below
+    # their subcommands: test_cli_memory.py, test_cli_tasks.py, and below
+    assert GROUPS == ["memory", "sessions", "tasks"]
 
 
 def test_top_level_help_lists_every_command(helps: dict[str, Result]) -> None:

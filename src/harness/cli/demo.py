@@ -62,6 +62,31 @@ DEMO_SCRIPT = {
             "- A marathon is about 42.2 km (Ada asked, on her first visit).",
             "repeat": True,
         },
+        # Step 7 first: its requests carry random ids, which may contain a "42".
+        {
+            "match": "(?i)in the background",
+            "tool_calls": [
+                {
+                    "name": "agent_spawn",
+                    "input": {
+                        "agent_id": "log-analyst",
+                        "task": "Find the errors in today's log.",
+                        "label": "logs",
+                        "timeout_seconds": 0,
+                    },
+                }
+            ],
+        },
+        {"match": "status: accepted", "text": "The log analyst is on it; I will tell you."},
+        {"match": "(?i)find the errors", "tool_calls": [{"name": "read_server_log", "input": {}}]},
+        {
+            "match": "ERROR upstream timeout",
+            "text": "1 error in 400 lines: 12:02:03 upstream timeout after 30000 ms.",
+        },
+        {
+            "match": "<system-reminder>",
+            "text": "The log analyst reports one error: an upstream timeout at 12:02:03.",
+        },
         {
             "match": "(?i)how far",
             "tool_calls": [{"name": "convert_miles", "input": {"miles": 26.2}}],
@@ -75,8 +100,19 @@ DEMO_SCRIPT = {
         },
     ],
 }
-"""The tour's script: the agent's answers (a tool call, the restored session) and the memory
-model's (a flush that keeps a fact, one that finds nothing new, a consolidation)."""
+"""The tour's script: the agent's answers (a tool call, the restored session, a delegation),
+the subagent's, and the memory model's (a flush that keeps a fact, one that finds nothing new,
+a consolidation)."""
+
+LOG_ANALYST = """\
+---
+name: log-analyst
+description: Reads the server log and reports its errors.
+tools: [read_server_log]
+max_iters: 4
+---
+You read logs and report only the errors, with their times.
+"""
 
 
 def convert_miles(miles: float) -> str:
@@ -181,9 +217,10 @@ async def run_demo(workspace: Path | None) -> Path:
     out.print(Panel(Text(found), title=f"5. memory_search({query!r}), as the agent sees it"))
     await second.aclose()
     await _long_session(root, script, ctx)
+    await _delegation(root, script)
 
     # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
-    out.rule("7. Files in the workspace")
+    out.rule("8. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
@@ -252,10 +289,49 @@ async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
     )
 
 
+async def _delegation(root: Path, script: Path) -> None:
+    """Step 7: a declared subagent works in the background; its result reaches the agent."""
+    ctx = RuntimeContext(session_id="delegation", user_id="ada")
+    agent = HarnessAgent(
+        name="guide",
+        model=ScriptedChatModel.from_file(script),
+        workspace=root,
+        tools=[convert_miles, read_server_log],
+        memory=MemoryConfig(auto_consolidate=False),
+    )
+    assert agent.tasks is not None
+    ask = "Have the log analyst check today's log in the background."
+    first = await agent.call(ask, ctx=ctx)
+    (task,) = await agent.tasks.records("ada", session_id="delegation")
+    task = await agent.tasks.wait(task, 10)
+    later = "Any news?"
+    second = await agent.call(later, ctx=ctx)
+    await agent.aclose()
+    saved = await agent.sessions.load(ctx)
+    notice = next(m.text for m in saved if m.metadata.get("reminder") == "task_delivery")
+    body = Text()
+    body.append(f"you: {ask}\nguide: {first.text}\n", style="bold")
+    body.append(
+        f"\nTask {task.task_id} ({task.agent_id}): {task.describe_status}; the result is in "
+        f"users/ada/{agent.tasks.result_path(task.task_id)}.\n"
+        "At the next step the agent was told, once:\n"
+    )
+    body.append(notice + "\n\n", style="dim")
+    body.append(f"you: {later}\nguide: {second.text}", style="bold")
+    out.print(Panel(body, title="7. A subagent in the background"))
+    out.print(
+        "  The subagent is declared in subagents/log-analyst.md; "
+        "`harness tasks list --user ada --agent guide` lists its task.\n",
+        highlight=False,
+    )
+
+
 def _prepare(root: Path) -> None:
     init_workspace(root)
     (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
     (root / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
+    (root / "subagents").mkdir(exist_ok=True)
+    (root / "subagents/log-analyst.md").write_text(LOG_ANALYST, encoding="utf-8")
     (root / "demo-script.json").write_text(
         json.dumps(DEMO_SCRIPT, indent=2) + "\n", encoding="utf-8"
     )

@@ -1,4 +1,4 @@
-"""The ``harness`` command: init, run, chat and the offline demo.
+"""The ``harness`` command: init, run, chat, the offline demo, and memory/sessions/tasks.
 
 Each command parses its options, calls the library and renders the result. Library errors
 become one red line on stderr in :func:`run_async`, the one place that handles them: exit code
@@ -30,6 +30,7 @@ from harness.cli._output import err, out, setup_logging
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
 from harness.cli.sessions import sessions_app
+from harness.cli.tasks import tasks_app
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
@@ -46,6 +47,7 @@ app = typer.Typer(
 
 app.add_typer(memory_app, name="memory")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(tasks_app, name="tasks")
 
 
 def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
