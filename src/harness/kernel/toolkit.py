@@ -20,8 +20,9 @@ import json
 import logging
 import re
 import types
+import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import (
@@ -119,7 +120,25 @@ class Tool:
     def from_function(
         cls, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
     ) -> Tool:
-        """Build a tool from a function's signature and docstring."""
+        """Build a tool from a function's signature and docstring.
+
+        Describing a function is slow (pydantic builds a model and its JSON schema), and
+        agents are built often (a subagent per spawn, an agent per request), each with new
+        bound methods of the same functions: the description is cached per function.
+        """
+        underlying = getattr(func, "__func__", func)
+        key = (inspect.ismethod(func), name, description)
+        try:
+            cached = _DESCRIBED.get(underlying, {}).get(key)
+        except TypeError:  # not weakly referenceable: described every time
+            return cls._describe(func, name, description)
+        if cached is None:
+            cached = cls._describe(func, name, description)
+            _DESCRIBED.setdefault(underlying, {})[key] = cached
+        return replace(cached, func=func)
+
+    @classmethod
+    def _describe(cls, func: Callable[..., Any], name: str | None, description: str | None) -> Tool:
         tool_name = name if name is not None else getattr(func, "__name__", "")
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool_name):
             msg = f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'"
@@ -204,6 +223,11 @@ class Tool:
             logger.debug("tool %s failed", self.name, exc_info=True)
             return _error(call, f"{type(exc).__name__}: {exc}")
         return ToolResultBlock(id=call.id, name=call.name, output=_to_output(value))
+
+
+_DESCRIBED: weakref.WeakKeyDictionary[
+    Callable[..., Any], dict[tuple[bool, str | None, str | None], Tool]
+] = weakref.WeakKeyDictionary()
 
 
 def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:

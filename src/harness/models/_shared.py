@@ -12,9 +12,15 @@ from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from harness.errors import ModelError
-from harness.kernel import INVALID_ARGUMENTS_KEY
+from harness.kernel import INVALID_ARGUMENTS_KEY, Msg, TextBlock
 
-__all__ = ["SDKChatModel", "checked_options", "nearest_error_class", "parse_tool_arguments"]
+__all__ = [
+    "SDKChatModel",
+    "checked_options",
+    "nearest_error_class",
+    "parse_tool_arguments",
+    "system_text",
+]
 
 logger = logging.getLogger("harness.models")
 
@@ -94,3 +100,12 @@ class SDKChatModel(Generic[ClientT]):
     async def aclose(self) -> None:
         """Close the SDK client's connection pool; the model must not be used afterwards."""
         await self._client.close()
+
+
+def system_text(message: Msg) -> str:
+    """A system message's text blocks as one prompt, a blank line between them.
+
+    Hooks add their sections to the system message as blocks of their own; joined without a
+    separator, a section's heading would run on from the end of the previous one.
+    """
+    return "\n\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text)

@@ -76,6 +76,7 @@ from harness.models._shared import (
     checked_options,
     nearest_error_class,
     parse_tool_arguments,
+    system_text,
 )
 
 if TYPE_CHECKING:
@@ -209,8 +210,8 @@ def _to_anthropic_messages(messages: Sequence[Msg]) -> tuple[str, list[MessagePa
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
     for message in messages:
         if message.role == "system":
-            if message.text:
-                system.append(message.text)
+            if text := system_text(message):
+                system.append(text)
             continue
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)

@@ -85,6 +85,7 @@ from harness.models._shared import (
     checked_options,
     nearest_error_class,
     parse_tool_arguments,
+    system_text,
 )
 
 __all__ = ["OpenAIChatModel"]
@@ -260,7 +261,7 @@ def _to_openai_messages(messages: Sequence[Msg]) -> list[ChatCompletionMessagePa
     wire: list[ChatCompletionMessageParam] = []
     for message in messages:
         if message.role == "system":
-            wire.append({"role": "system", "content": message.text})
+            wire.append({"role": "system", "content": system_text(message)})
         elif message.role == "user":
             wire.append({"role": "user", "content": _user_content(message)})
         elif message.role == "assistant":

@@ -610,3 +610,27 @@ def test_types_without_a_json_schema_name_the_tool() -> None:
 
     with pytest.raises(TypeError, match="tool 'uses_opaque': a parameter type cannot be described"):
         Tool.from_function(uses_opaque)
+
+
+async def test_tools_of_two_instances_call_their_own_instance() -> None:
+    # Descriptions are cached per function; the bound instance must not be.
+    class Counter:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def whoami(self) -> str:
+            """Say which counter this is."""
+            return self.name
+
+    first = Tool.from_function(Counter("a").whoami)
+    second = Tool.from_function(Counter("b").whoami, description="Other text.")
+    third = Tool.from_function(Counter("c").whoami)
+    ctx = RuntimeContext()
+
+    results = [
+        await t.run(ToolUseBlock(id="1", name="whoami"), ctx) for t in (first, second, third)
+    ]
+
+    assert [r.output for r in results] == ["a", "b", "c"]
+    assert (first.description, second.description) == ("Say which counter this is.", "Other text.")
+    assert first.schema == third.schema

@@ -593,3 +593,11 @@ def test_classes_resolve_through_their_mro(
     sdk_class: type[BaseException], harness_class: type[ModelError] | None
 ) -> None:
     assert nearest_error_class(sdk_class, adapter._error_table()) is harness_class
+
+
+def test_system_blocks_are_joined_as_paragraphs() -> None:
+    system = Msg(role="system", content=[TextBlock(text="You help."), TextBlock(text="## Rules")])
+
+    text, _ = adapter._to_anthropic_messages([system, Msg(role="user", content="hi")])
+
+    assert text == "You help.\n\n## Rules"

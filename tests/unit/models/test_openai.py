@@ -652,3 +652,12 @@ def test_classes_resolve_through_their_mro(
     sdk_class: type[BaseException], harness_class: type[ModelError] | None
 ) -> None:
     assert nearest_error_class(sdk_class, adapter._ERRORS) is harness_class
+
+
+def test_system_blocks_are_sent_as_paragraphs() -> None:
+    # Hooks append sections as blocks; glued together, "## Heading" would end a sentence.
+    system = Msg(role="system", content=[TextBlock(text="You help."), TextBlock(text="## Rules")])
+
+    (wire,) = adapter._to_openai_messages([system])
+
+    assert wire == {"role": "system", "content": "You help.\n\n## Rules"}
