@@ -104,6 +104,7 @@ class MemoryMaintenance:
         self._index_open = False
         self._to_index: dict[str, None] = {}
         self._indexer: asyncio.Task[None] | None = None
+        self._catching_up: asyncio.Task[None] | None = None
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -141,6 +142,11 @@ class MemoryMaintenance:
             del self._running[self.workspace.root]
         with contextlib.suppress(RuntimeError):  # an indexer left on a closed event loop
             await self.settled()
+        catching_up, self._catching_up = self._catching_up, None
+        if catching_up is not None and not catching_up.done():
+            catching_up.cancel()
+            with contextlib.suppress(RuntimeError):
+                await asyncio.wait({catching_up})
         worker, self._worker = self._worker, None
         if worker is not None:
             with contextlib.suppress(RuntimeError):  # a worker left on a closed event loop
@@ -163,8 +169,9 @@ class MemoryMaintenance:
             self._jobs = asyncio.Queue()
             if self.index is not None:
                 # Catch up with files written while no worker ran (or after the index was
-                # deleted); cheap when nothing changed, since unchanged files are skipped.
-                self._jobs.put_nowait(self._catch_up)
+                # deleted, or edited by hand); cheap when nothing changed, since unchanged
+                # files are skipped. Searches wait for it (:meth:`ready`).
+                self._catching_up = loop.create_task(self._catch_up())
             self._worker = loop.create_task(self._work(), name="harness-memory-maintenance")
 
     async def request_consolidation(self, user_id: str | None) -> bool:
@@ -217,6 +224,13 @@ class MemoryMaintenance:
         self._to_index[path] = None
         if self._indexer is None or self._indexer.done():
             self._indexer = asyncio.get_running_loop().create_task(self._drain_index())
+
+    async def ready(self) -> None:
+        """Wait until the index holds every file: the start-up catch-up, then :meth:`settled`."""
+        catching_up = self._catching_up
+        if catching_up is not None and not catching_up.done():
+            await asyncio.shield(catching_up)
+        await self.settled()
 
     async def settled(self) -> None:
         """Wait until the background work scheduled so far is done and its files indexed."""
@@ -293,7 +307,12 @@ class MemoryMaintenance:
 
     async def _catch_up(self) -> None:
         assert self.index is not None
-        await self.index.aindex_all_from_workspace(self.workspace.root)
+        try:
+            await self.index.aindex_all_from_workspace(self.workspace.root)
+        except Exception as exc:
+            logger.warning(
+                "could not index %s (the next re-index will): %s", self.workspace.root, exc
+            )
 
     async def index_file_for(self, user_id: str | None) -> None:
         """Re-index the user's MEMORY.md (after a consolidation rewrote it)."""

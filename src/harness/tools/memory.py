@@ -65,7 +65,8 @@ class MemoryTools:
         index = self.maintenance.index if self.maintenance is not None else None
         if index is not None and self.maintenance is not None:
             await self.maintenance.start()
-            await self.maintenance.settled()  # what earlier calls left behind is indexed first
+            # Files written earlier, by this process or any other, are indexed first.
+            await self.maintenance.ready()
             hits = [
                 (self._relative(h.path, ctx), h.line_number, h.content)
                 for h in await index.asearch(query, count, user_id=ctx.user_id)

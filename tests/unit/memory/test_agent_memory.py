@@ -18,6 +18,31 @@ def script(*turns: dict[str, object]) -> ScriptedChatModel:
     return ScriptedChatModel(list(turns))
 
 
+async def test_a_file_edited_by_hand_before_the_start_is_found_by_the_first_search(
+    workspace: Path,
+) -> None:
+    # Written while no worker ran (by hand, or by another process): the worker's start-up
+    # catch-up indexes it, and the first search waits for that.
+    (workspace / "users" / "alice").mkdir(parents=True)
+    (workspace / "users" / "alice" / "MEMORY.md").write_text("- Favourite mineral: zanzibarite\n")
+    model = script(
+        {
+            "match": "^find",
+            "tool_calls": [{"name": "memory_search", "input": {"query": "mineral"}}],
+        },
+        {"match": "zanzibarite", "text": "found"},
+        {"text": "not found"},
+    )
+    async with HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=MemoryConfig(flush=False, auto_consolidate=False),
+        subagents=None,
+    ) as agent:
+        reply = await agent.call("find it", ctx=RuntimeContext(user_id="alice"))
+    assert reply.text == "found"
+
+
 async def test_a_flushed_fact_is_found_by_memory_search_in_a_later_call(workspace: Path) -> None:
     memory_model = script(
         {"match": f"{FLUSH}[\\s\\S]*Berlin", "text": "- Anna moved to Berlin in March 2026."},
