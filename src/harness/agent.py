@@ -200,7 +200,8 @@ class HarnessAgent:
             if "read_file" not in toolkit:  # the placeholder tells the model to read it back
                 toolkit.register(FileTools(self.workspace).read_file)
         self.tasks: TaskRepository | None = None
-        self._subagents: SubagentsHook | None = None
+        # The hook holds the subagent tools (``spawning``, ``task_tools``), for direct use.
+        self.subagents: SubagentsHook | None = None
         self._shutdown_grace = 0.0
         if subagents is not None:
             config = (
@@ -239,11 +240,11 @@ class HarnessAgent:
                 catalog=catalog, settings=settings, tasks=self.tasks, config=config
             )
             # 80: sees the conversation as compaction and eviction left it
-            self._subagents = SubagentsHook(
+            self.subagents = SubagentsHook(
                 catalog, self.tasks, spawning, notice_lines=config.notice_lines
             )
             self._shutdown_grace = config.shutdown_grace_seconds
-            chain.append(self._subagents)
+            chain.append(self.subagents)
         chain.extend(user_hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request
@@ -311,8 +312,8 @@ class HarnessAgent:
         then cancelled; subagents are closed; the workspace's memory worker stops when its
         last agent closes; model clients built here from a spec are closed.
         """
-        if self._subagents is not None:
-            subagents, self._subagents = self._subagents, None
+        if self.subagents is not None:
+            subagents, self.subagents = self.subagents, None
             await subagents.aclose(self._shutdown_grace)
         if self.maintenance is not None:
             maintenance, self.maintenance = self.maintenance, None

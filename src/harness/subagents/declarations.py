@@ -236,7 +236,8 @@ class SubagentCatalog:
         specs = []
         for path in paths:
             entry = found.get(path)
-            if entry is None:
+            if entry is None:  # empty, or removed since it was listed
+                logger.warning("skipped subagent declaration %s: the file is empty", path)
                 continue
             try:
                 specs.append(parse_declaration(entry.text, entry.path))

@@ -34,7 +34,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
         msg = "it does not start with a '---' line opening the front matter"
         raise FrontMatterError(msg)
     try:
-        end = next(i for i, line in enumerate(lines[1:], start=1) if line.strip() == "---")
+        end = next(i for i, line in enumerate(lines[1:], start=1) if line.rstrip() == "---")
     except StopIteration:
         msg = "the front matter is not closed by a '---' line"
         raise FrontMatterError(msg) from None

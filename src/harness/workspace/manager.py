@@ -300,10 +300,14 @@ class WorkspaceManager:
             return []
         infos = []
         for path in sorted(base.iterdir()):
-            if path.is_file() and not path.is_symlink():
+            try:
+                if not path.is_file() or path.is_symlink():
+                    continue
                 stat = path.stat()
-                rel = f"{rel_dir}/{path.name}" if rel_dir else path.name
-                infos.append(FileInfo(rel, stat.st_size, stat.st_mtime))
+            except FileNotFoundError:  # a temporary file renamed away by a concurrent writer
+                continue
+            rel = f"{rel_dir}/{path.name}" if rel_dir else path.name
+            infos.append(FileInfo(rel, stat.st_size, stat.st_mtime))
         return infos
 
     async def move(self, source: str, target: str, user_id: str | None = None) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from harness.errors import PathOutsideWorkspace, WorkspaceError
 from harness.workspace import WorkspaceManager, init_workspace
+from harness.workspace.manager import atomic_write
 
 
 class MemoryBackend:
@@ -145,3 +146,23 @@ def test_init_workspace_creates_skeleton_once(workspace: Path) -> None:
     assert init_workspace(workspace) == []
     assert (workspace / "AGENTS.md").read_text() == "mine"
     assert "<!--" in (workspace / "MEMORY.md").read_text()
+
+
+async def test_listing_while_another_writer_renames_temporary_files(workspace: Path) -> None:
+    # atomic_write's temporary file vanishes between the listing and its stat: not an error.
+    manager = WorkspaceManager(workspace)
+    stop = threading.Event()
+
+    def write_constantly() -> None:
+        while not stop.is_set():
+            atomic_write(workspace / "tasks" / "record.json", b"{}")
+
+    writer = threading.Thread(target=write_constantly)
+    writer.start()
+    try:
+        for _ in range(300):
+            await manager.list_own("tasks")  # raised FileNotFoundError before
+    finally:
+        stop.set()
+        writer.join()
+    assert [info.path for info in await manager.list_own("tasks")] == ["tasks/record.json"]
