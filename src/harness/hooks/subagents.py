@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
-from harness.hooks.workspace_context import inject_section
+from harness.hooks.workspace_context import SystemSection
 from harness.kernel import Event, Hook, Msg, PreReasoning, Tool
 from harness.subagents.declarations import Declaration, SubagentCatalog
 from harness.subagents.tasks import TaskRecord, TaskRepository, TaskStatus
@@ -143,6 +143,7 @@ class SubagentsHook(Hook):
         self.task_tools = TaskTools(tasks)
         self.notice_lines = notice_lines
         self._section: tuple[object, str] | None = None
+        self._system = SystemSection()
 
     def tools(self) -> Sequence[Callable[..., Any] | Tool]:
         return [*self.spawning.tools(), *self.task_tools.tools()]
@@ -152,7 +153,7 @@ class SubagentsHook(Hook):
         entries = await self.catalog.entries(event.ctx.user_id)
         if self._section is None or self._section[0] is not entries:
             self._section = (entries, subagents_section(list(entries.values())))
-        event.messages = inject_section(event.messages, self._section[1])
+        event.messages = self._system.apply(event.messages, self._section[1])
         finished = await self.tasks.undelivered(event.ctx)
         if not finished:
             return

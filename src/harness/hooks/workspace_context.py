@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_CONTEXT_TOKENS",
     "DEFAULT_REFRESH_SECONDS",
     "DEFAULT_WORKSPACE_CONTEXT",
+    "SystemSection",
     "WorkspaceContextConfig",
     "WorkspaceContextHook",
     "inject_section",
@@ -197,6 +198,26 @@ def inject_section(messages: list[Msg], section: str) -> list[Msg]:
     return [Msg(role="system", name="workspace_context", content=section), *messages]
 
 
+class SystemSection:
+    """Appends a section to a step's system message, reusing the result between steps.
+
+    Steps with the same system message and section get the very same injected message: it is
+    built once, not copied at every step, and the next hook that adds a section sees an
+    unchanged message and can reuse its own result too.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[Msg, str, Msg] | None = None
+
+    def apply(self, messages: list[Msg], section: str) -> list[Msg]:
+        if not messages or messages[0].role != "system":
+            return inject_section(messages, section)
+        last = self._last
+        if last is None or last[0] is not messages[0] or last[1] is not section:
+            last = self._last = (messages[0], section, inject_section(messages[:1], section)[0])
+        return [last[2], *messages[1:]]
+
+
 class WorkspaceContextHook(Hook):
     """Injects the workspace section into every reasoning step's system message."""
 
@@ -221,22 +242,11 @@ class WorkspaceContextHook(Hook):
         self._snapshots: dict[str | None, _Snapshot] = {}
         self._sections: dict[tuple[object, ...], str] = {}
         self._versions = itertools.count()
-        self._injected: tuple[Msg, str, Msg] | None = None
+        self._system = SystemSection()
 
     async def on_event(self, event: Event) -> None:
         assert isinstance(event, PreReasoning)
-        section = await self.section(event)
-        messages = event.messages
-        if messages and messages[0].role == "system":
-            # Steps with the same system message and section get the same injected message;
-            # it is built once, not copied at every step.
-            cached = self._injected
-            if cached is None or cached[0] is not messages[0] or cached[1] is not section:
-                cached = (messages[0], section, inject_section(messages[:1], section)[0])
-                self._injected = cached
-            event.messages = [cached[2], *messages[1:]]
-        else:
-            event.messages = inject_section(messages, section)
+        event.messages = self._system.apply(event.messages, await self.section(event))
 
     async def section(self, event: PreReasoning) -> str:
         """The full workspace section for this step."""

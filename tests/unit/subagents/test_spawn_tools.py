@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _children import Child, factory
 
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import SubagentsHook
-from harness.kernel import Msg
 from harness.models import ScriptedChatModel
 from harness.subagents import (
     SPAWN_DEPTH_KEY,
@@ -23,41 +23,13 @@ from harness.subagents import (
 
 ALICE = RuntimeContext(session_id="s1", user_id="alice")
 
+
+def counting_child(reply: str = "done", **options: Any) -> Child:
+    return Child(reply, numbered=True, **options)
+
+
 KEY_LINE = re.compile(r"^agent_key: agent:worker:([0-9a-f]{16})$", re.MULTILINE)
 TASK_LINE = re.compile(r"^task_id: (task_[0-9a-f]{16})$", re.MULTILINE)
-
-
-class Child:
-    """A subagent whose behaviour the test controls: it records calls, may wait or raise."""
-
-    def __init__(
-        self,
-        reply: str = "done",
-        *,
-        gate: asyncio.Event | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        self.reply = reply
-        self.gate = gate
-        self.error = error
-        self.calls: list[tuple[str, RuntimeContext]] = []
-        self.started = asyncio.Event()
-        self.cancelled = asyncio.Event()
-        self.finished = asyncio.Event()
-
-    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
-        self.calls.append((msgs, ctx))
-        self.started.set()
-        try:
-            if self.gate is not None:
-                await self.gate.wait()
-        except asyncio.CancelledError:
-            self.cancelled.set()
-            raise
-        if self.error is not None:
-            raise self.error
-        self.finished.set()
-        return Msg(role="assistant", content=f"{self.reply} #{len(self.calls)}")
 
 
 class Builds:
@@ -70,10 +42,6 @@ class Builds:
     def __call__(self, settings: ChildSettings) -> Child:
         self.count += 1
         return self.child
-
-
-def factory(child: Child, name: str = "worker") -> SubagentFactory:
-    return SubagentFactory(name=name, description=f"The {name} subagent.", build=lambda _: child)
 
 
 def make_agent(
@@ -117,7 +85,7 @@ def task_of(output: str) -> str:
 
 
 async def test_spawn_without_task_is_accepted_with_header(workspace: Path) -> None:
-    child = Child()
+    child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE)
     lines = out.splitlines()
@@ -130,7 +98,7 @@ async def test_spawn_without_task_is_accepted_with_header(workspace: Path) -> No
 
 
 async def test_spawn_blank_task_is_like_no_task(workspace: Path) -> None:
-    child = Child()
+    child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="   ")
     assert out.endswith("\nstatus: accepted")
@@ -138,7 +106,7 @@ async def test_spawn_blank_task_is_like_no_task(workspace: Path) -> None:
 
 
 async def test_spawn_sync_ok_returns_reply(workspace: Path) -> None:
-    child = Child("all good")
+    child = counting_child("all good")
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it")
     key = key_of(out)
@@ -148,7 +116,7 @@ async def test_spawn_sync_ok_returns_reply(workspace: Path) -> None:
 
 
 async def test_spawn_child_error_is_reported(workspace: Path) -> None:
-    child = Child(error=RuntimeError("boom"))
+    child = counting_child(error=RuntimeError("boom"))
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it")
     key_of(out)
@@ -156,7 +124,7 @@ async def test_spawn_child_error_is_reported(workspace: Path) -> None:
 
 
 async def test_spawn_background_returns_task_id(workspace: Path) -> None:
-    child = Child("bg result")
+    child = counting_child("bg result")
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         out = await tools.spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=0)
@@ -170,7 +138,7 @@ async def test_spawn_background_returns_task_id(workspace: Path) -> None:
 
 
 async def test_spawn_negative_timeout_runs_in_background(workspace: Path) -> None:
-    child = Child()
+    child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=-3)
         assert "status: accepted" in out
@@ -180,13 +148,13 @@ async def test_spawn_negative_timeout_runs_in_background(workspace: Path) -> Non
 
 @pytest.mark.parametrize("agent_id", ["", "   "])
 async def test_spawn_requires_agent_id(workspace: Path, agent_id: str) -> None:
-    async with make_agent(workspace, factory(Child())) as agent:
+    async with make_agent(workspace, factory(counting_child())) as agent:
         out = await hook(agent).spawning.agent_spawn(agent_id, ALICE, task="x")
     assert out == "Error: agent_id is required"
 
 
 async def test_spawn_unknown_agent_id_lists_available(workspace: Path) -> None:
-    async with make_agent(workspace, factory(Child())) as agent:
+    async with make_agent(workspace, factory(counting_child())) as agent:
         out = await hook(agent).spawning.agent_spawn("nobody", ALICE, task="x")
     assert out.startswith("Error: Unknown agent_id: nobody")
     assert "general-purpose" in out
@@ -197,7 +165,7 @@ async def test_spawn_unknown_agent_id_lists_available(workspace: Path) -> None:
 async def test_spawn_label_reuse_is_case_insensitive(
     workspace: Path, first: str, second: str
 ) -> None:
-    child = Child()
+    child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
         out = await spawning.agent_spawn("worker", ALICE, label=first)
@@ -211,7 +179,7 @@ async def test_spawn_label_reuse_is_case_insensitive(
 
 
 async def test_spawn_depth_limit(workspace: Path) -> None:
-    child = Child()
+    child = counting_child()
     deep = RuntimeContext(session_id="s1", user_id="alice", extra={SPAWN_DEPTH_KEY: 3})
     async with make_agent(workspace, factory(child)) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", deep, task="x")
@@ -221,7 +189,7 @@ async def test_spawn_depth_limit(workspace: Path) -> None:
 
 async def test_spawn_depth_limit_follows_config(workspace: Path) -> None:
     deep = RuntimeContext(session_id="s1", extra={SPAWN_DEPTH_KEY: 1})
-    async with make_agent(workspace, factory(Child()), max_depth=1) as agent:
+    async with make_agent(workspace, factory(counting_child()), max_depth=1) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", deep, task="x")
     assert out == "Error: Maximum spawn depth exceeded (max=1)"
 
@@ -230,7 +198,7 @@ async def test_spawn_depth_limit_follows_config(workspace: Path) -> None:
 async def test_child_ctx_depth_is_parent_plus_one(
     workspace: Path, parent_depth: int | None, child_depth: int
 ) -> None:
-    child = Child()
+    child = counting_child()
     extra: dict[str, Any] = {"app": "value"}
     if parent_depth is not None:
         extra[SPAWN_DEPTH_KEY] = parent_depth
@@ -266,7 +234,7 @@ def test_timeout_resolution() -> None:
 
 async def test_default_timeout_applies_when_none_given(workspace: Path) -> None:
     gate = asyncio.Event()
-    child = Child(gate=gate)
+    child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child), default_timeout_seconds=0.1) as agent:
         out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="slow")
         assert "status: timeout_promoted" in out
@@ -277,7 +245,7 @@ async def test_default_timeout_applies_when_none_given(workspace: Path) -> None:
 
 async def test_requested_timeout_is_capped(workspace: Path) -> None:
     gate = asyncio.Event()
-    child = Child(gate=gate)
+    child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child), max_timeout_seconds=0.1) as agent:
         out = await hook(agent).spawning.agent_spawn(
             "worker", ALICE, task="slow", timeout_seconds=10_000
@@ -290,7 +258,7 @@ async def test_requested_timeout_is_capped(workspace: Path) -> None:
 
 async def test_slow_child_is_promoted_not_cancelled(workspace: Path) -> None:
     gate = asyncio.Event()
-    child = Child("late reply", gate=gate)
+    child = counting_child("late reply", gate=gate)
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         out = await tools.spawning.agent_spawn("worker", ALICE, task="slow", timeout_seconds=0.2)
@@ -310,7 +278,7 @@ async def test_slow_child_is_promoted_not_cancelled(workspace: Path) -> None:
 
 
 async def test_cancelled_parent_cancels_waiting_child(workspace: Path) -> None:
-    child = Child(gate=asyncio.Event())
+    child = counting_child(gate=asyncio.Event())
     async with make_agent(workspace, factory(child)) as agent:
         call = asyncio.create_task(
             hook(agent).spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=30)
@@ -345,7 +313,7 @@ async def test_cancelled_parent_cancels_waiting_child(workspace: Path) -> None:
     ],
 )
 async def test_send_errors(workspace: Path, kwargs: dict[str, Any], expected: str) -> None:
-    child = Child()
+    child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
         await spawning.agent_spawn("worker", ALICE, label="scout")
@@ -355,7 +323,7 @@ async def test_send_errors(workspace: Path, kwargs: dict[str, Any], expected: st
 
 
 async def test_send_continues_same_child_by_key_and_label(workspace: Path) -> None:
-    child = Child("answer")
+    child = counting_child("answer")
     builds = Builds(child)
     worker = SubagentFactory(name="worker", description="Works.", build=builds)
     async with make_agent(workspace, worker) as agent:
@@ -372,7 +340,7 @@ async def test_send_continues_same_child_by_key_and_label(workspace: Path) -> No
 
 
 async def test_send_error_of_child(workspace: Path) -> None:
-    child = Child(error=ValueError("bad input"))
+    child = counting_child(error=ValueError("bad input"))
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
         key = key_of(await spawning.agent_spawn("worker", ALICE))
@@ -381,7 +349,7 @@ async def test_send_error_of_child(workspace: Path) -> None:
 
 
 async def test_send_in_background_returns_accepted_block(workspace: Path) -> None:
-    child = Child("later")
+    child = counting_child("later")
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         key = key_of(await tools.spawning.agent_spawn("worker", ALICE))
@@ -399,7 +367,7 @@ async def test_send_in_background_returns_accepted_block(workspace: Path) -> Non
 
 async def test_send_promoted_keeps_key(workspace: Path) -> None:
     gate = asyncio.Event()
-    child = Child(gate=gate)
+    child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         key = key_of(await tools.spawning.agent_spawn("worker", ALICE))
@@ -431,7 +399,9 @@ async def test_send_to_spec_child_keeps_its_conversation(workspace: Path) -> Non
 
 
 async def test_list_children(workspace: Path) -> None:
-    async with make_agent(workspace, factory(Child()), factory(Child(), "other")) as agent:
+    async with make_agent(
+        workspace, factory(counting_child()), factory(counting_child(), "other")
+    ) as agent:
         spawning = hook(agent).spawning
         assert await spawning.agent_list(ALICE) == "No active subagents."
         first = key_of(await spawning.agent_spawn("worker", ALICE, label="scout"))
@@ -451,7 +421,7 @@ async def test_list_children(workspace: Path) -> None:
 
 
 async def test_registries_are_per_user_and_session(workspace: Path) -> None:
-    child = Child()
+    child = counting_child()
     bob = RuntimeContext(session_id="s1", user_id="bob")
     other_session = RuntimeContext(session_id="s2", user_id="alice")
     async with make_agent(workspace, factory(child)) as agent:
@@ -474,7 +444,7 @@ async def test_registries_are_per_user_and_session(workspace: Path) -> None:
 
 
 async def test_background_failure_is_failed_with_message(workspace: Path) -> None:
-    child = Child(error=RuntimeError("kaput"))
+    child = counting_child(error=RuntimeError("kaput"))
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         out = await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0)
@@ -486,7 +456,7 @@ async def test_background_failure_is_failed_with_message(workspace: Path) -> Non
 
 async def test_promoted_failure_is_failed_with_message(workspace: Path) -> None:
     gate = asyncio.Event()
-    child = Child(gate=gate, error=RuntimeError("late crash"))
+    child = counting_child(gate=gate, error=RuntimeError("late crash"))
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
         out = await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0.1)
@@ -500,7 +470,7 @@ async def test_promoted_failure_is_failed_with_message(workspace: Path) -> None:
 
 
 async def test_parent_model_spawns_through_tool_call(workspace: Path) -> None:
-    child = Child("child says hi")
+    child = counting_child("child says hi")
     parent = ScriptedChatModel(
         [
             {
@@ -527,7 +497,7 @@ async def test_parent_model_spawns_through_tool_call(workspace: Path) -> None:
 async def test_parent_spawns_in_background_and_collects_with_task_output(
     workspace: Path,
 ) -> None:
-    child = Child("bg done")
+    child = counting_child("bg done")
     parent = ScriptedChatModel(
         [
             {

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from _children import Child, factory
+
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import SubagentsHook
 from harness.kernel import Msg, TextBlock
@@ -14,34 +16,6 @@ from harness.subagents import SubagentFactory, SubagentsConfig, SubagentSpec
 
 ALICE = RuntimeContext(session_id="s1", user_id="alice")
 REMINDER = "<system-reminder>"
-
-
-class Child:
-    """A subagent that replies with a fixed text, optionally after a gate opens, or raises."""
-
-    def __init__(
-        self,
-        reply: str = "done",
-        *,
-        gate: asyncio.Event | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        self.reply = reply
-        self.gate = gate
-        self.error = error
-        self.started = asyncio.Event()
-
-    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
-        self.started.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.error is not None:
-            raise self.error
-        return Msg(role="assistant", content=self.reply)
-
-
-def factory(child: Child, name: str = "worker") -> SubagentFactory:
-    return SubagentFactory(name=name, description=f"The {name} subagent.", build=lambda _: child)
 
 
 def chatty() -> ScriptedChatModel:
