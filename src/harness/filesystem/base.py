@@ -1,0 +1,350 @@
+"""The filesystem abstraction every part of the harness reads and writes through.
+
+A backend answers two kinds of request, both async and both given the call's
+:class:`~harness.context.RuntimeContext` (``ctx``), from which it computes the namespace the
+path lives in (see :class:`IsolationScope`); ``ctx=None`` is the whole workspace, which only the
+harness itself uses (its own paths already carry ``users/<id>/``):
+
+- **tool operations**, what the model's filesystem tools do: :meth:`~AbstractFilesystem.ls`,
+  :meth:`~AbstractFilesystem.read` (lines), :meth:`~AbstractFilesystem.write` (new files only),
+  :meth:`~AbstractFilesystem.edit`, :meth:`~AbstractFilesystem.grep` (literal),
+  :meth:`~AbstractFilesystem.glob`, :meth:`~AbstractFilesystem.upload`,
+  :meth:`~AbstractFilesystem.download`, :meth:`~AbstractFilesystem.exists`,
+  :meth:`~AbstractFilesystem.delete`, :meth:`~AbstractFilesystem.move`. They never raise for a
+  bad path or a missing file: the result carries an :class:`FsError` with one of the original's
+  codes and a message the model can act on;
+- **storage operations**, what memory, sessions, transcripts and task records need from any
+  backend, several workers at once included: :meth:`~AbstractFilesystem.get` (content and
+  version), :meth:`~AbstractFilesystem.put` (atomic replace, optionally only if the version is
+  still the one read: compare-and-set), :meth:`~AbstractFilesystem.append` (one whole record,
+  never interleaved or lost). These raise :class:`~harness.errors.StorageError` when the storage
+  fails and :class:`~harness.errors.PathOutsideWorkspace` for a path that escapes.
+
+Paths are POSIX, relative to the namespace root; a leading ``/`` means that root. ``..``
+segments, ``~``, NUL bytes and symbolic links that lead outside are refused everywhere. Text is
+UTF-8; a file that is not valid UTF-8 is read as base64 (``FileData.encoding``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final, Literal
+
+from harness.context import RuntimeContext
+from harness.errors import PathOutsideWorkspace
+from harness.workspace.layout import safe_segment
+from harness.workspace.paths import normalize
+
+__all__ = [
+    "MISSING",
+    "AbstractFilesystem",
+    "EditResult",
+    "ExecuteResult",
+    "FileData",
+    "FileInfo",
+    "FsError",
+    "FsErrorCode",
+    "GrepMatch",
+    "GrepResult",
+    "IsolationScope",
+    "ListResult",
+    "ReadResult",
+    "ShellFilesystem",
+    "TransferResult",
+    "Version",
+    "WriteResult",
+    "check_path",
+    "namespace_prefix",
+]
+
+Version = str
+"""An opaque token that changes whenever a file's content changes."""
+
+MISSING: Final = ""
+"""The version of a file that does not exist: ``put(..., if_version=MISSING)`` creates only."""
+
+
+class FsErrorCode(StrEnum):
+    """Why a filesystem operation failed (the original's codes)."""
+
+    FILE_NOT_FOUND = "file_not_found"
+    IS_DIRECTORY = "is_directory"
+    NOT_A_DIRECTORY = "not_a_directory"
+    ALREADY_EXISTS = "already_exists"
+    PERMISSION_DENIED = "permission_denied"
+    INVALID_PATH = "invalid_path"
+    NO_MATCH = "no_match"
+    NOT_UNIQUE = "not_unique"
+    TOO_LARGE = "too_large"
+    UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class FsError:
+    """A failed operation: a code for programs, a message for people and models."""
+
+    code: FsErrorCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One entry of a listing; directories end without a slash and have ``is_dir``."""
+
+    path: str
+    is_dir: bool = False
+    size: int = 0
+    modified_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileData:
+    """What a read returns: text, or base64 for a binary file."""
+
+    content: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    modified_at: float | None = None
+    total_lines: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: FileData | None = None
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    path: str = ""
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    path: str = ""
+    occurrences: int = 0
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """What ``ls`` and ``glob`` return, sorted by path."""
+
+    entries: list[FileInfo] = field(default_factory=list)
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GrepMatch:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class GrepResult:
+    matches: list[GrepMatch] = field(default_factory=list)
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TransferResult:
+    """One file of an upload or a download."""
+
+    path: str
+    content: bytes | None = None
+    error: FsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteResult:
+    """A shell command's combined output (capped), exit code, and whether it was cut."""
+
+    output: str
+    exit_code: int
+    truncated: bool = False
+
+
+class IsolationScope(StrEnum):
+    """Which namespace a call's paths live in.
+
+    ``USER`` (the default): the user's own directory, ``users/<id>/`` (the shared root for a call
+    without a user, where ``users/`` itself is off limits); ``SESSION``: ``sessions/<id>/``;
+    ``AGENT`` and ``GLOBAL``: the whole workspace.
+    """
+
+    USER = "user"
+    SESSION = "session"
+    AGENT = "agent"
+    GLOBAL = "global"
+
+
+def namespace_prefix(scope: IsolationScope, ctx: RuntimeContext | None) -> str:
+    """The workspace-relative directory (``""`` or ending in ``/``) of a call's namespace."""
+    if ctx is None:
+        return ""
+    if scope is IsolationScope.USER and ctx.user_id:
+        return f"users/{safe_segment(ctx.user_id)}/"
+    if scope is IsolationScope.SESSION and ctx.session_id:
+        return f"sessions/{safe_segment(ctx.session_id)}/"
+    return ""
+
+
+def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> str:
+    """The workspace-relative path a call means, with its namespace prefix.
+
+    Raises:
+        PathOutsideWorkspace: ``..``, ``~``, a NUL byte, or (for a call without a user under
+            ``USER`` scope) a path into another user's namespace.
+    """
+    if "\x00" in path:
+        msg = f"path {path!r} contains a NUL byte"
+        raise PathOutsideWorkspace(msg)
+    rel = normalize(path)
+    prefix = namespace_prefix(scope, ctx)
+    if (
+        ctx is not None
+        and not prefix
+        and scope is IsolationScope.USER
+        and (rel == "users" or rel.startswith("users/"))
+    ):
+        msg = f"path {path!r} is in the users' namespaces, which a call without a user cannot see"
+        raise PathOutsideWorkspace(msg)
+    return f"{prefix}{rel}" if rel else prefix.rstrip("/")
+
+
+class AbstractFilesystem(ABC):
+    """A workspace's storage: tool operations and storage operations (see the module doc)."""
+
+    scope: IsolationScope = IsolationScope.USER
+
+    # -- tool operations -----------------------------------------------------------------
+
+    @abstractmethod
+    async def ls(self, path: str = "/", ctx: RuntimeContext | None = None) -> ListResult:
+        """The entries directly in a directory; a missing directory lists as empty."""
+
+    @abstractmethod
+    async def read(
+        self,
+        path: str,
+        offset: int = 0,
+        limit: int | None = None,
+        ctx: RuntimeContext | None = None,
+    ) -> ReadResult:
+        """Lines ``offset`` (0-based) up to ``offset + limit`` of a file.
+
+        A binary file is returned whole, base64; ``total_lines`` is the file's line count.
+        """
+
+    @abstractmethod
+    async def write(
+        self, path: str, content: str, ctx: RuntimeContext | None = None
+    ) -> WriteResult:
+        """Create a new file; an existing file is an ``already_exists`` error."""
+
+    @abstractmethod
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        replace_all: bool = False,
+        ctx: RuntimeContext | None = None,
+    ) -> EditResult:
+        """Replace the exact text ``old``; it must occur once unless ``replace_all``."""
+
+    @abstractmethod
+    async def grep(
+        self,
+        pattern: str,
+        path: str = "/",
+        glob: str | None = None,
+        ctx: RuntimeContext | None = None,
+    ) -> GrepResult:
+        """Lines containing the literal ``pattern`` in files under ``path``.
+
+        With ``glob``, only files whose name matches it.
+        """
+
+    @abstractmethod
+    async def glob(
+        self, pattern: str, path: str = "/", ctx: RuntimeContext | None = None
+    ) -> ListResult:
+        """Files under ``path`` matching ``pattern``.
+
+        ``**`` spans directories, and ``**/x`` also matches ``x`` at the search root.
+        """
+
+    @abstractmethod
+    async def upload(
+        self, files: Sequence[tuple[str, bytes]], ctx: RuntimeContext | None = None
+    ) -> list[TransferResult]:
+        """Write files, replacing existing ones, atomically each."""
+
+    @abstractmethod
+    async def download(
+        self, paths: Sequence[str], ctx: RuntimeContext | None = None
+    ) -> list[TransferResult]:
+        """The bytes of files."""
+
+    @abstractmethod
+    async def exists(self, path: str, ctx: RuntimeContext | None = None) -> bool:
+        """Whether a file or directory is there."""
+
+    @abstractmethod
+    async def delete(self, path: str, ctx: RuntimeContext | None = None) -> WriteResult:
+        """Delete a file; a missing file is not an error."""
+
+    @abstractmethod
+    async def move(
+        self, source: str, target: str, ctx: RuntimeContext | None = None
+    ) -> WriteResult:
+        """Move a file, replacing the target, creating its directory."""
+
+    # -- storage operations --------------------------------------------------------------
+
+    @abstractmethod
+    async def get(
+        self, path: str, ctx: RuntimeContext | None = None
+    ) -> tuple[bytes, Version] | None:
+        """A whole file and its version; None when it does not exist."""
+
+    @abstractmethod
+    async def put(
+        self,
+        path: str,
+        data: bytes,
+        ctx: RuntimeContext | None = None,
+        *,
+        if_version: Version | None = None,
+    ) -> Version | None:
+        """Replace a file atomically; returns its new version.
+
+        With ``if_version``, only if the file's version is still that one (:data:`MISSING`: only
+        if it does not exist); otherwise nothing is written and None is returned.
+        """
+
+    @abstractmethod
+    async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
+        """Append one whole record; concurrent appenders never interleave or lose one."""
+
+    async def aclose(self) -> None:  # noqa: B027 (optional, nothing to release by default)
+        """Release what the backend holds (connections, a sandbox)."""
+
+
+class ShellFilesystem(AbstractFilesystem):
+    """A filesystem that can also run shell commands (the ``execute`` tool is offered then)."""
+
+    @abstractmethod
+    async def execute(
+        self,
+        command: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (the command's limit, not ours)
+        working_directory: str | None = None,
+        ctx: RuntimeContext | None = None,
+    ) -> ExecuteResult:
+        """Run ``command`` with ``sh -c`` in the namespace's directory (or a subdirectory)."""
