@@ -25,6 +25,7 @@ from harness.compaction import (
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import ContextOverflowError
+from harness.filesystem.base import AbstractFilesystem
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
@@ -37,6 +38,7 @@ from harness.hooks import (
     WorkspaceContextConfig,
     WorkspaceContextHook,
 )
+from harness.hooks.sandbox_lifecycle import ManagedFilesystem, SandboxLifecycleHook
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
     ChatModel,
@@ -51,10 +53,12 @@ from harness.kernel import (
 )
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
 from harness.memory.flush import MemoryFlushManager
+from harness.memory.gate import PROCESS_GATE, StoreGate
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.session import CompactionLog, SessionStore
+from harness.stores import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
     ChildSettings,
@@ -64,14 +68,23 @@ from harness.subagents import (
     TaskRepository,
     general_purpose,
 )
-from harness.tools import FileTools, MemoryTools, SessionTools, SubagentTools
-from harness.workspace import WorkspaceFilesystem, WorkspaceManager, safe_segment
+from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
+from harness.workspace import WorkspaceManager, safe_segment
 
 __all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
 
 DEFAULT_AGENT_NAME: Final = "harness"
 
 WORKSPACE_ENV: Final = "HARNESS_WORKSPACE"
+
+
+def _remote(store: BaseStore | None) -> AbstractFilesystem | None:
+    """The workspace kept in ``store`` (None without a store)."""
+    if store is None:
+        return None
+    from harness.filesystem.remote import RemoteFilesystem
+
+    return RemoteFilesystem(store)
 
 
 def default_workspace() -> Path:
@@ -93,7 +106,15 @@ class HarnessAgent:
         hooks: Your own hooks (default priority 100).
         max_iters: Reasoning steps per call.
         workspace_context: What the workspace section holds; None leaves it out.
-        filesystem: A backend read before the local workspace (None: local only).
+        filesystem: Where the workspace's files live (:mod:`harness.filesystem`): the local
+            directory by default, a sandbox, a store shared by several workers, a composite.
+            Memory, sessions, transcripts, tool results and task records all go through it.
+        store: A key-value store shared by several workers (e.g. ``RedisStore(url)``): the
+            files live there (unless ``filesystem`` says otherwise) and so do the throttles of
+            consolidation and maintenance, so one worker at a time runs them.
+        filesystem_tools: Offer the model ``read_file``, ``write_file``, ``edit_file``,
+            ``grep_files``, ``glob_files``, ``list_files`` (and ``execute`` when the backend can
+            run commands) in the caller's namespace.
         memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
@@ -122,7 +143,9 @@ class HarnessAgent:
         hooks: Iterable[Hook] = (),
         max_iters: int = DEFAULT_MAX_ITERS,
         workspace_context: WorkspaceContextConfig | None = DEFAULT_WORKSPACE_CONTEXT,
-        filesystem: WorkspaceFilesystem | None = None,
+        filesystem: AbstractFilesystem | None = None,
+        store: BaseStore | None = None,
+        filesystem_tools: bool = True,
         memory: MemoryConfig | None = DEFAULT_MEMORY,
         memory_model: ChatModel | str | None = None,
         tool_result_eviction: ToolResultEvictionConfig | None = DEFAULT_TOOL_RESULT_EVICTION,
@@ -139,7 +162,7 @@ class HarnessAgent:
         self.workspace = (
             workspace
             if isinstance(workspace, WorkspaceManager)
-            else WorkspaceManager(workspace or default_workspace(), filesystem)
+            else WorkspaceManager(workspace or default_workspace(), filesystem or _remote(store))
         )
         self.sessions = SessionStore(self.workspace, name)
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
@@ -159,6 +182,7 @@ class HarnessAgent:
         if memory is not None:
             self.maintenance = MemoryMaintenance.for_workspace(
                 self.workspace,
+                gate=StoreGate(store) if store is not None else PROCESS_GATE,
                 config=memory,
                 model=memory_llm,
                 eviction=tool_result_eviction or DEFAULT_TOOL_RESULT_EVICTION,
@@ -197,8 +221,16 @@ class HarnessAgent:
             chain.append(
                 ToolResultEvictionHook(self.workspace, agent_name=name, config=tool_result_eviction)
             )
-            if "read_file" not in toolkit:  # the placeholder tells the model to read it back
-                toolkit.register(FileTools(self.workspace).read_file)
+        backend = self.workspace.backend
+        file_tools = FilesystemTools(backend)
+        if filesystem_tools:
+            for tool in file_tools.tools():
+                if tool.__name__ not in toolkit:
+                    toolkit.register(tool)
+        elif tool_result_eviction is not None and "read_file" not in toolkit:
+            toolkit.register(file_tools.read_file)  # the placeholder says to read it back
+        if isinstance(backend, ManagedFilesystem):
+            chain.append(SandboxLifecycleHook(backend))  # 50: the sandbox started per call
         self.tasks: TaskRepository | None = None
         # The hook holds the subagent tools (``spawning``, ``task_tools``), for direct use.
         self.subagents: SubagentsHook | None = None

@@ -273,6 +273,11 @@ def section_text(stdout: str, number: int) -> str:
     return text[start:end]
 
 
+def visible_files_in(directory: Path) -> list[Path]:
+    """The files of ``directory`` without lock files and other dot-files."""
+    return [p for p in directory.iterdir() if not p.name.startswith(".")]
+
+
 def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None:
     """The tour ran in ``root`` between the local dates ``days`` (start, end)."""
     text = squash(stdout)
@@ -302,7 +307,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert "How far is a marathon?" in messages[0]["content"][0]["text"]
     placeholder = messages[4]["content"][0]["output"]
     assert placeholder.startswith("Tool output was too large (15,208 chars, 400 lines)")
-    (evicted,) = (root / "users/ada/large_tool_results/guide").iterdir()
+    (evicted,) = visible_files_in(root / "users/ada/large_tool_results/guide")
     assert f"`large_tool_results/guide/{evicted.name}`" in placeholder
     assert "12:02:03 ERROR upstream timeout" in evicted.read_text(encoding="utf-8")
     transcript = read_jsonl(sessions_dir(root, user="ada", agent="guide") / "tour.jsonl")

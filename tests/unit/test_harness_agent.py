@@ -207,6 +207,7 @@ def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
         workspace_context=None,
         tool_result_eviction=None,
         subagents=None,
+        filesystem_tools=False,
     )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
     assert "read_file" not in agent.delegate.toolkit
@@ -294,10 +295,10 @@ async def test_save_failure_after_success_is_logged_not_raised(
         memory=None, model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace
     )
 
-    def broken(*args: object) -> None:
+    async def broken(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(agent.sessions, "_save", broken)
+    monkeypatch.setattr(agent.sessions, "save", broken)
     with caplog.at_level(logging.ERROR):
         reply = await agent.call("hi")
     assert reply.text == "fine"
@@ -309,10 +310,10 @@ async def test_save_failure_after_error_is_noted_on_the_error(
 ) -> None:
     agent = HarnessAgent(memory=None, model=ScriptedChatModel([]), workspace=workspace)
 
-    def broken(*args: object) -> None:
+    async def broken(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(agent.sessions, "_save", broken)
+    monkeypatch.setattr(agent.sessions, "save", broken)
     with pytest.raises(ScriptExhaustedError) as info:
         await agent.call("hi")
     assert "the session could not be saved: disk full" in (info.value.__notes__ or [])

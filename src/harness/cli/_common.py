@@ -17,6 +17,7 @@ from harness.workspace import WorkspaceManager
 __all__ = [
     "ModelOpt",
     "SessionOpt",
+    "StoreOpt",
     "UserOpt",
     "VerboseOpt",
     "WorkspaceOpt",
@@ -78,6 +79,15 @@ ModelOpt = Annotated[
         "-m",
         help="openai:<model>, anthropic:<model> or scripted:<file>.",
         show_default="$HARNESS_MODEL",
+    ),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="A store shared by several workers, redis://host:port/db: the workspace's files, "
+        "sessions and memory live there.",
+        show_default="$HARNESS_STORE, else the local workspace",
     ),
 ]
 VerboseOpt = Annotated[

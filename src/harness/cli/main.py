@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from harness.agent import HarnessAgent
 from harness.cli._common import (
     ModelOpt,
     SessionOpt,
+    StoreOpt,
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
@@ -34,6 +36,7 @@ from harness.cli.tasks import tasks_app
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
+from harness.stores.url import STORE_ENV, open_store
 from harness.workspace import init_workspace
 
 __all__ = ["app", "main"]
@@ -50,9 +53,14 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(tasks_app, name="tasks")
 
 
-def build_agent(workspace: Path | None, model: str | None) -> HarnessAgent:
+def build_agent(workspace: Path | None, model: str | None, store: str | None) -> HarnessAgent:
     """The agent for a command, after checking the workspace is usable."""
-    return HarnessAgent(model=model or "", workspace=checked_workspace(workspace).root)
+    url = store or os.environ.get(STORE_ENV) or None
+    return HarnessAgent(
+        model=model or "",
+        workspace=checked_workspace(workspace).root,
+        store=open_store(url) if url else None,
+    )
 
 
 @app.command()
@@ -89,6 +97,7 @@ def run(
     session: SessionOpt = "default",
     user: UserOpt = None,
     model: ModelOpt = None,
+    store: StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
 ) -> None:
@@ -96,7 +105,7 @@ def run(
     setup_logging(verbose)
 
     async def _run() -> tuple[str, str]:
-        async with await asyncio.to_thread(build_agent, workspace, model) as agent:
+        async with await asyncio.to_thread(build_agent, workspace, model, store) as agent:
             reply = await agent.call(prompt, ctx=RuntimeContext(session_id=session, user_id=user))
             return reply.id, reply.text
 
@@ -114,15 +123,18 @@ def chat(
     session: SessionOpt = "default",
     user: UserOpt = None,
     model: ModelOpt = None,
+    store: StoreOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits."""
     setup_logging(verbose)
-    run_async(_chat(workspace, session, user, model))
+    run_async(_chat(workspace, session, user, model, store))
 
 
-async def _chat(workspace: Path | None, session: str, user: str | None, model: str | None) -> None:
-    async with await asyncio.to_thread(build_agent, workspace, model) as agent:
+async def _chat(
+    workspace: Path | None, session: str, user: str | None, model: str | None, store: str | None
+) -> None:
+    async with await asyncio.to_thread(build_agent, workspace, model, store) as agent:
         err.print(
             f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False
         )

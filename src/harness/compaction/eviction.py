@@ -43,18 +43,12 @@ than ``max_age_days`` from every namespace, for the maintenance pass to call.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import errno
 import hashlib
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Final
 
 from harness.errors import PathOutsideWorkspace, StorageError
@@ -122,9 +116,6 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _FIRST_LINE = re.compile(
     r"Tool output was too large \((?P<chars>\d{1,3}(?:,\d{3})*) chars, "
     r"\d{1,3}(?:,\d{3})* lines?\) and has been saved to `(?P<path>[^`\n]+)`\."
-)
-_HARD_LINKS_UNSUPPORTED: Final = frozenset(
-    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
 )
 
 
@@ -367,63 +358,28 @@ async def _is_placeholder(
 async def _store(
     workspace: WorkspaceManager, directory: str, tool_name: str, call_id: str, text: str
 ) -> str:
-    """Write ``text`` as a new file in ``directory`` (a workspace path); returns its name."""
+    """Write ``text`` as a new file ``<stem>[-k].txt`` in ``directory``; returns its name.
 
-    def _write() -> str:
-        # A lone surrogate (undecodable bytes a tool passed through) cannot be encoded;
-        # replacing it keeps the character count and loses nothing readable.
-        data = text.encode("utf-8", "replace")
-        local = workspace.local_path(directory)
-        return _write_new(local, eviction_stem(tool_name, call_id, data), data)
-
-    return await asyncio.to_thread(_write)
-
-
-def _write_new(directory: Path, stem: str, data: bytes) -> str:
-    """Create a new file ``<stem>[-k].txt`` holding ``data``; returns its name.
-
-    The bytes go to a temporary file first, which is then hard-linked to the final name: the
-    link fails if the name exists, so nothing is ever overwritten, and a file under its final
-    name is always complete. An existing file with the same bytes is reused. Where hard links
-    are not supported, an exclusive create (``O_EXCL``) writes the file in place.
+    Each name is created with a create-only compare-and-set, so nothing is ever overwritten and
+    a file under its final name is always complete; a file already holding the same bytes is
+    reused (the same result evicted twice).
 
     Raises:
         StorageError: No free name was found or the file could not be written.
     """
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        msg = f"cannot write to {directory}: {exc.strerror or exc}"
-        raise StorageError(msg) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        for name in _names(stem):
-            target = directory / name
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                if _holds(target, data):
-                    return name
-                continue
-            except OSError as exc:
-                if exc.errno not in _HARD_LINKS_UNSUPPORTED:
-                    raise
-                if _create_exclusive(target, data):
-                    return name
-                if _holds(target, data):
-                    return name
-                continue
+    from harness.filesystem import MISSING
+
+    # A lone surrogate (undecodable bytes a tool passed through) cannot be encoded; replacing
+    # it keeps the character count and loses nothing readable.
+    data = text.encode("utf-8", "replace")
+    stem = eviction_stem(tool_name, call_id, data)
+    for name in _names(stem):
+        path = f"{directory}/{name}"
+        if await workspace.put_bytes(path, data, if_version=MISSING) is not None:
             return name
-    except OSError as exc:
-        msg = f"cannot write to {directory}: {exc.strerror or exc}"
-        raise StorageError(msg) from exc
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        existing = await workspace.get_bytes(path)
+        if existing is not None and existing[0] == data:
+            return name
     msg = f"no free file name for {stem} in {directory} after {_MAX_NAME_ATTEMPTS} attempts"
     raise StorageError(msg)
 
@@ -432,26 +388,6 @@ def _names(stem: str) -> Iterable[str]:
     yield f"{stem}.txt"
     for k in range(2, _MAX_NAME_ATTEMPTS + 1):
         yield f"{stem}-{k}.txt"
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    try:
-        return path.stat().st_size == len(data) and path.read_bytes() == data
-    except OSError:
-        return False
-
-
-def _create_exclusive(path: Path, data: bytes) -> bool:
-    """Write ``data`` to a new file at ``path``; False when the name is taken."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return True
 
 
 # -- cleanup -----------------------------------------------------------------------------------
@@ -496,7 +432,7 @@ async def delete_old_evictions(
                     continue
                 try:
                     await workspace.delete(info.path)
-                except OSError as exc:
+                except (OSError, StorageError) as exc:
                     logger.warning("could not delete old evicted result %s: %s", info.path, exc)
                     continue
                 deleted.append(info.path)

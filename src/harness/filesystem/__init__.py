@@ -21,10 +21,16 @@ from harness.filesystem.base import (
     check_path,
     namespace_prefix,
 )
+from harness.filesystem.composite import CompositeFilesystem, ShellCompositeFilesystem
+from harness.filesystem.local import LocalFilesystem
+from harness.filesystem.remote import RemoteFilesystem
+from harness.filesystem.sandbox import SandboxFilesystem
+from harness.filesystem.shell import LocalShell
 
 __all__ = [
     "MISSING",
     "AbstractFilesystem",
+    "CompositeFilesystem",
     "EditResult",
     "ExecuteResult",
     "FileData",
@@ -35,7 +41,12 @@ __all__ = [
     "GrepResult",
     "IsolationScope",
     "ListResult",
+    "LocalFilesystem",
+    "LocalShell",
     "ReadResult",
+    "RemoteFilesystem",
+    "SandboxFilesystem",
+    "ShellCompositeFilesystem",
     "ShellFilesystem",
     "TransferResult",
     "Version",

@@ -3,6 +3,7 @@
 from harness.hooks.compaction import CompactionHook
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
+from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.hooks.session_persistence import SessionPersistenceHook
 from harness.hooks.subagents import SubagentsHook
 from harness.hooks.tool_result_eviction import ToolResultEvictionHook
@@ -23,6 +24,7 @@ __all__ = [
     "CompactionHook",
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
+    "SandboxLifecycleHook",
     "SessionPersistenceHook",
     "SubagentsHook",
     "ToolResultEvictionHook",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR
+from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR, WorkspaceManager
 
-__all__ = ["digest", "owner_of", "scan"]
+__all__ = ["digest", "owner_of", "scan", "scan_workspace"]
 
 
 def owner_of(path: str) -> str:
@@ -61,4 +62,28 @@ def scan(workspace: Path) -> dict[str, tuple[int, int]]:
                 for entry in _entries(Path(agent.path) / "sessions"):
                     if entry.name.endswith(".log.jsonl"):
                         add(f"{prefix}{AGENTS_DIR}/{agent.name}/sessions/{entry.name}", entry)
+    return found
+
+
+async def scan_workspace(workspace: WorkspaceManager) -> dict[str, tuple[int, int]]:
+    """:func:`scan` through the workspace's backend (a store shared by several workers).
+
+    The (size, mtime_ns) pairs come from the backend's listings, so unchanged files are not
+    fetched again.
+    """
+    found: dict[str, tuple[int, int]] = {}
+
+    async def add(directory: str, keep: Callable[[str], bool]) -> None:
+        for info in await workspace.list_own(directory):
+            name = info.path.rsplit("/", 1)[-1]
+            if keep(name) and not name.startswith("."):
+                found[info.path] = (info.size, int(info.modified * 1_000_000_000))
+
+    roots = [""] + [f"{USERS_DIR}/{name}/" for name in await workspace.list_dirs(USERS_DIR)]
+    for prefix in roots:
+        await add(prefix.rstrip("/"), lambda name: name == MEMORY_MD)
+        await add(f"{prefix}{MEMORY_DIR}", lambda name: name.endswith(".md"))
+        for agent in await workspace.list_dirs(f"{prefix}{AGENTS_DIR}"):
+            sessions = f"{prefix}{AGENTS_DIR}/{agent}/sessions"
+            await add(sessions, lambda name: name.endswith(".log.jsonl"))
     return found

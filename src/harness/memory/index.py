@@ -331,7 +331,41 @@ class MemoryIndex:
         """
         root = Path(workspace)
         self._claim_workspace(root)
-        found = scan(root)
+
+        def read(path: str) -> str:
+            try:
+                return (root / path).read_bytes().decode("utf-8", errors="replace")
+            except OSError:
+                return ""
+
+        return self.index_files(
+            scan(root), read, lambda path: (root / path).is_file(), progress=progress
+        )
+
+    def known_files(self) -> dict[str, tuple[int, int]]:
+        """Workspace path -> (size, mtime_ns) of every file the index holds."""
+        with self._lock:
+            return {
+                path: (size, mtime)
+                for path, size, mtime in self._connection().execute(
+                    "SELECT path, size, mtime_ns FROM memory_files"
+                )
+            }
+
+    def index_files(
+        self,
+        found: dict[str, tuple[int, int]],
+        read: Callable[[str], str],
+        still_there: Callable[[str], bool],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> IndexStats:
+        """Bring the index up to date with a listing of the indexable files (any backend).
+
+        ``found`` maps each file to its (size, mtime_ns); ``read`` is called only for files
+        whose size or mtime changed; rows of files not in ``found`` are removed unless
+        ``still_there`` says they exist after all (written after the listing).
+        """
         with self._lock:
             known = {
                 path: (size, mtime, sha)
@@ -348,10 +382,7 @@ class MemoryIndex:
             if old is not None and old[0] == size and old[1] == mtime:
                 unchanged += 1
             else:
-                try:
-                    text = (root / path).read_bytes().decode("utf-8", errors="replace")
-                except OSError:
-                    text = ""
+                text = read(path)
                 sha = digest(text)
                 if old is not None and old[2] == sha:
                     touched.append((size, mtime, path))
@@ -366,7 +397,7 @@ class MemoryIndex:
             if progress is not None:
                 progress(done, len(found))
         rows += self._write(pending)
-        gone = [p for p in known if p not in found and not (root / p).is_file()]
+        gone = [p for p in known if p not in found and not still_there(p)]
         with self.atomic() as conn:
             conn.executemany(
                 "UPDATE memory_files SET size = ?, mtime_ns = ? WHERE path = ?", touched

@@ -35,10 +35,11 @@ from harness.compaction.eviction import (
     delete_old_evictions,
 )
 from harness.kernel import ChatModel
+from harness.memory._files import scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import MemoryConsolidator
-from harness.memory.gate import PROCESS_GATE, PeriodicGate
-from harness.memory.index import MemoryIndex
+from harness.memory.gate import PROCESS_GATE, Gate
+from harness.memory.index import IndexStats, MemoryIndex
 from harness.memory.transcript import SESSIONS_INDEX
 from harness.workspace import (
     AGENTS_DIR,
@@ -80,7 +81,7 @@ class MemoryMaintenance:
         config: MemoryConfig,
         model: ChatModel | None,
         index: MemoryIndex | None,
-        gate: PeriodicGate = PROCESS_GATE,
+        gate: Gate = PROCESS_GATE,
         clock: Clock = utc_now,
         eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
     ) -> None:
@@ -89,6 +90,9 @@ class MemoryMaintenance:
         self.config = config
         self.index = index
         self.gate = gate
+        # What the gate's keys name this workspace by: its directory, or (on a shared backend,
+        # where every worker has its own directory) the one shared workspace.
+        self.key = str(workspace.root) if workspace.is_local else "shared"
         self.clock = clock
         self.consolidator = (
             MemoryConsolidator(
@@ -117,6 +121,7 @@ class MemoryMaintenance:
         model: ChatModel | None,
         clock: Clock = utc_now,
         eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
+        gate: Gate = PROCESS_GATE,
     ) -> MemoryMaintenance:
         """The workspace's worker in this process; pair every call with :meth:`release`.
 
@@ -127,7 +132,13 @@ class MemoryMaintenance:
         if running is None:
             index = MemoryIndex(workspace.root.parent) if config.index else None
             running = cls(
-                workspace, config=config, model=model, index=index, clock=clock, eviction=eviction
+                workspace,
+                config=config,
+                model=model,
+                index=index,
+                gate=gate,
+                clock=clock,
+                eviction=eviction,
             )
             cls._running[workspace.root] = running
         running._holders += 1
@@ -178,8 +189,8 @@ class MemoryMaintenance:
         """Queue a consolidation of the user's memory unless one ran within the minimum gap."""
         if self.consolidator is None:
             return False
-        key = f"consolidate:{self.workspace.root}:{user_id or ''}"
-        if not self.gate.try_claim(key, self.config.consolidation_min_gap):
+        key = f"consolidate:{self.key}:{user_id or ''}"
+        if not await self.gate.claim(key, self.config.consolidation_min_gap):
             return False
         await self.start()
         self._jobs.put_nowait(lambda: self._consolidate(user_id))
@@ -273,9 +284,18 @@ class MemoryMaintenance:
         )
         if self.index is not None:
             await self.start()
-            stats = await self.index.aindex_all_from_workspace(self.workspace.root)
-            report.indexed_files = stats.indexed
+            report.indexed_files = (await self.sync_index()).indexed
         return report
+
+    async def run_if_due(self) -> MaintenanceReport | None:
+        """:meth:`run`, unless a pass ran within ``maintenance_interval``; None if it did not.
+
+        The claim is the gate's: with a store's gate, one worker of all that share it runs.
+        """
+        gap = self.config.maintenance_interval
+        if not await self.gate.claim(f"maintenance:{self.key}", gap):
+            return None
+        return await self.run()
 
     async def _work(self) -> None:
         interval = self.config.maintenance_interval.total_seconds()
@@ -292,7 +312,11 @@ class MemoryMaintenance:
                 job = None
             try:
                 if job is None:
-                    await self.run()
+                    # One worker per interval runs the pass, however many share the store.
+                    if await self.gate.claim(
+                        f"maintenance:{self.key}", self.config.maintenance_interval
+                    ):
+                        await self.run()
                     due = loop.time() + interval
                 else:
                     await job()
@@ -305,10 +329,32 @@ class MemoryMaintenance:
         if result.updated:
             await self.index_file_for(user_id)
 
+    async def sync_index(self) -> IndexStats:
+        """Bring the index up to date with the workspace's files, changed ones only.
+
+        On the local disk the index scans the directory itself; on another backend (a store
+        shared by several workers) this worker lists the memory files through it and fetches
+        only those whose size or time changed since its index last saw them.
+        """
+        assert self.index is not None
+        index = self.index
+        if self.workspace.is_local:
+            return await index.aindex_all_from_workspace(self.workspace.root)
+        found = await scan_workspace(self.workspace)
+        known = await asyncio.to_thread(index.known_files)
+        texts = {
+            path: await self.workspace.read_own(path) or ""
+            for path, stamp in found.items()
+            if known.get(path) != stamp
+        }
+        return await asyncio.to_thread(
+            index.index_files, found, lambda path: texts.get(path, ""), lambda _: False
+        )
+
     async def _catch_up(self) -> None:
         assert self.index is not None
         try:
-            await self.index.aindex_all_from_workspace(self.workspace.root)
+            await self.sync_index()
         except Exception as exc:
             logger.warning(
                 "could not index %s (the next re-index will): %s", self.workspace.root, exc

@@ -1,6 +1,6 @@
 """Session transcripts: every message once, in a file a person (and the search index) can read.
 
-On disk, in the user's namespace::
+In the workspace, in the user's namespace::
 
     agents/<agent>/sessions/<session>.jsonl       the transcript
     agents/<agent>/sessions/<session>.log.jsonl   the same entries, append-only, for the index
@@ -14,32 +14,24 @@ An entry is one JSON object per line::
 Compaction summaries are written with ``"type": "summary"`` so that search never brings them
 back. Offloading is idempotent: an entry's id is its message's id, and messages already in the
 transcript are skipped, so offloading the whole conversation after every call appends only what
-is new. Appends happen under a lock on the transcript; the ids already written are remembered
-per file while the file is unchanged on disk.
+is new. Appends are whole records on any backend; the ids already written are remembered per
+file while the file is unchanged (same size, same last bytes), and re-read when another writer
+changed it. ``sessions.json`` is updated by compare-and-set, so no worker's entry is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.kernel import Msg
 from harness.memory.render import is_summary, render_content
-from harness.workspace import (
-    AGENTS_DIR,
-    WorkspaceManager,
-    atomic_write,
-    file_lock,
-    safe_segment,
-    scoped,
-)
+from harness.workspace import AGENTS_DIR, WorkspaceManager, safe_segment, scoped
 
 __all__ = ["SESSIONS_INDEX", "TranscriptWriter", "sessions_dir"]
 
@@ -53,7 +45,10 @@ def sessions_dir(agent: str) -> str:
 
 @dataclass
 class _Known:
+    """The ids in a transcript, valid while the file has ``size`` bytes ending in ``tail``."""
+
     size: int
+    tail: bytes
     ids: set[str]
     last_id: str | None
 
@@ -64,8 +59,8 @@ class TranscriptWriter:
     def __init__(self, workspace: WorkspaceManager, agent: str) -> None:
         self.workspace = workspace
         self.agent = agent
-        self._known: dict[Path, _Known] = {}
-        self._guard = threading.Lock()
+        self._known: dict[str, _Known] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def transcript_path(self, ctx: RuntimeContext) -> str:
         """The workspace path of the session's transcript (``.jsonl``)."""
@@ -75,17 +70,9 @@ class TranscriptWriter:
     async def offload(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> int:
         """Append the messages not yet in the transcript; returns how many were appended."""
         path = self.transcript_path(ctx)
-        entries = list(messages)
-        appended = await asyncio.to_thread(self._offload, path, ctx, entries)
-        if appended:
-            self.workspace.generation += 1
-        return appended
-
-    def _offload(self, rel: str, ctx: RuntimeContext, messages: list[Msg]) -> int:
-        path = self.workspace.local_path(rel)
-        log = path.with_name(path.name.removesuffix(".jsonl") + ".log.jsonl")
-        with self._guard, file_lock(path):
-            known = self._known_ids(path)
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:  # one offload of a transcript at a time in this process
+            known = await self._known_ids(path)
             lines: list[str] = []
             first_user = ""
             for message in messages:
@@ -100,53 +87,58 @@ class TranscriptWriter:
             if not lines:
                 return 0
             data = "".join(lines).encode("utf-8")
+            log = path.removesuffix(".jsonl") + ".log.jsonl"
             for target in (path, log):
-                with target.open("ab") as handle:
-                    handle.write(data)
-            known.size = path.stat().st_size
-            self._update_index(path.parent / SESSIONS_INDEX, ctx, first_user, len(known.ids))
+                await self.workspace.append_bytes(target, data)
+            known.size += len(data)
+            known.tail = (known.tail + data)[-_TAIL:]
+            index = f"{path.rsplit('/', 1)[0]}/{SESSIONS_INDEX}"
+            await self.workspace.update_text(
+                index, lambda text: _with_session(text, ctx, first_user, len(known.ids))
+            )
             return len(lines)
 
-    def _known_ids(self, path: Path) -> _Known:
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            size = -1
+    async def _known_ids(self, path: str) -> _Known:
+        found = await self.workspace.get_bytes(path)
+        data = found[0] if found is not None else b""
         known = self._known.get(path)
-        if known is not None and known.size == size:
+        if known is not None and known.size == len(data) and data.endswith(known.tail):
             return known
-        known = _Known(size=size, ids=set(), last_id=None)
-        if size >= 0:
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    entry_id = json.loads(line).get("id")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(entry_id, str):
-                    known.ids.add(entry_id)
-                    known.last_id = entry_id
+        known = _Known(size=len(data), tail=data[-_TAIL:], ids=set(), last_id=None)
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                entry_id = json.loads(line).get("id")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(entry_id, str):
+                known.ids.add(entry_id)
+                known.last_id = entry_id
         self._known[path] = known
         return known
 
-    def _update_index(self, path: Path, ctx: RuntimeContext, title: str, count: int) -> None:
-        with file_lock(path):
-            try:
-                index = json.loads(path.read_text(encoding="utf-8"))
-                sessions = index["sessions"]
-                if not isinstance(sessions, dict):
-                    raise TypeError
-            except (OSError, ValueError, KeyError, TypeError):
-                index, sessions = {"version": 1}, {}
-            session_id = ctx.session_id or "default"
-            record: dict[str, Any] = dict(sessions.get(session_id) or {})
-            if title and not record.get("title"):
-                record["title"] = title[:120]
-            record["messages"] = count
-            record["updated_at"] = datetime.now(UTC).isoformat()
-            sessions[session_id] = record
-            index["sessions"] = sessions
-            index.setdefault("version", 1)
-            atomic_write(path, (json.dumps(index, ensure_ascii=False, indent=2) + "\n").encode())
+
+_TAIL: Final = 64
+
+
+def _with_session(text: str, ctx: RuntimeContext, title: str, count: int) -> str:
+    """``sessions.json`` with the session's record updated (a fresh index if unreadable)."""
+    try:
+        index = json.loads(text)
+        sessions = index["sessions"]
+        if not isinstance(sessions, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        index, sessions = {"version": 1}, {}
+    session_id = ctx.session_id or "default"
+    record: dict[str, Any] = dict(sessions.get(session_id) or {})
+    if title and not record.get("title"):
+        record["title"] = title[:120]
+    record["messages"] = count
+    record["updated_at"] = datetime.now(UTC).isoformat()
+    sessions[session_id] = record
+    index["sessions"] = sessions
+    index.setdefault("version", 1)
+    return json.dumps(index, ensure_ascii=False, indent=2) + "\n"
 
 
 def _entry(message: Msg, *, parent: str | None) -> dict[str, Any]:

@@ -22,7 +22,12 @@ Namespace = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One stored value and its version (1 for a new item)."""
+    """One stored value and its version.
+
+    Versions grow with every write and never repeat within a namespace, not even for an item
+    deleted and created again, so a compare-and-set on a version read earlier cannot succeed
+    by accident.
+    """
 
     namespace: Namespace
     key: str

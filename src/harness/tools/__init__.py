@@ -1,9 +1,17 @@
 """The harness's built-in tools, one module per family."""
 
 from harness.tools.files import FileTools
+from harness.tools.filesystem import FilesystemTools
 from harness.tools.memory import MemoryTools
 from harness.tools.sessions import SessionTools
 from harness.tools.subagents import SubagentTools
 from harness.tools.tasks import TaskTools
 
-__all__ = ["FileTools", "MemoryTools", "SessionTools", "SubagentTools", "TaskTools"]
+__all__ = [
+    "FileTools",
+    "FilesystemTools",
+    "MemoryTools",
+    "SessionTools",
+    "SubagentTools",
+    "TaskTools",
+]

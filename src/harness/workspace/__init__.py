@@ -18,7 +18,6 @@ from harness.workspace.layout import (
 from harness.workspace.manager import (
     FileInfo,
     FileText,
-    WorkspaceFilesystem,
     WorkspaceManager,
     atomic_write,
     file_lock,
@@ -40,7 +39,6 @@ __all__ = [
     "USERS_DIR",
     "FileInfo",
     "FileText",
-    "WorkspaceFilesystem",
     "WorkspaceManager",
     "atomic_write",
     "file_lock",

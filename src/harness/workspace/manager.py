@@ -1,15 +1,17 @@
-"""Reading and writing workspace files, per user, through an optional filesystem backend.
+"""Reading and writing workspace files, per user, through the workspace's filesystem backend.
 
-:class:`WorkspaceManager` is the one place that turns a workspace path into bytes. Reads are
-two-layered: a configured :class:`WorkspaceFilesystem` backend is asked first and the local
-workspace directory is the fallback, so a remote or sandboxed backend can override files while
-a local template still serves defaults. For a call made for a user, the user's namespace
-(``users/<user>/``) is tried before the shared file. Every path passes the path policy of
-:mod:`harness.workspace.paths`.
+:class:`WorkspaceManager` is the one place that turns a workspace path into bytes, and it does
+so only through an :class:`~harness.filesystem.AbstractFilesystem`: the local disk by default,
+or a sandbox, a key-value store shared by several workers, or a composite of them. Memory,
+sessions, transcripts, offloaded tool results and task records all go through it, so they run
+unchanged on every backend.
 
-Local reads are cached by (modification time, size): a reader that checks the same files again
-pays for a ``stat``, not a read. ``generation`` counts the writes made through the manager, so
-a cache built on its reads knows when to look again. All file I/O runs in worker threads.
+For a call made for a user, reads try the user's namespace (``users/<user>/``) before the shared
+file; writes go to the user's namespace. Every path passes the path policy of
+:mod:`harness.workspace.paths`. Rewrites of shared state are compare-and-set on the backend's
+versions (:meth:`WorkspaceManager.replace_text`, :meth:`WorkspaceManager.update_text`), and
+appends are whole records, so two workers never lose each other's writes. ``generation`` counts
+the writes made through the manager, so a cache built on its reads knows when to look again.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import random
 import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final
 
 from harness.errors import StorageError, WorkspaceError
 from harness.workspace.layout import user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
+if TYPE_CHECKING:
+    from harness.filesystem import AbstractFilesystem
+    from harness.filesystem import FileInfo as Entry
+
 __all__ = [
     "FileInfo",
     "FileText",
-    "WorkspaceFilesystem",
     "WorkspaceManager",
     "atomic_write",
     "file_lock",
@@ -40,18 +45,9 @@ __all__ = [
     "scoped",
 ]
 
-
-@runtime_checkable
-class WorkspaceFilesystem(Protocol):
-    """The first read layer: a backend that may hold workspace files (remote store, sandbox)."""
-
-    async def read_text(self, path: str) -> str | None:
-        """Return the file's text, or None when the backend does not have it."""
-        ...
-
-    async def list_files(self, directory: str) -> list[str]:
-        """Return the workspace paths of the files under ``directory``, recursively."""
-        ...
+MAX_UPDATE_ATTEMPTS: Final = 50
+"""Compare-and-set rounds an update tries before it gives up (each lost round means another
+writer changed the file in between, so the update is recomputed on the new text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,44 +58,31 @@ class FileText:
     text: str
 
 
-class _StatCache:
-    """Local file texts keyed by path, valid while (mtime_ns, size) is unchanged."""
-
-    def __init__(self) -> None:
-        self._entries: dict[Path, tuple[int, int, str]] = {}
-        self._lock = threading.Lock()
-
-    def read(self, path: Path) -> str | None:
-        try:
-            stat = path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        key = (stat.st_mtime_ns, stat.st_size)
-        with self._lock:
-            entry = self._entries.get(path)
-        if entry is not None and entry[:2] == key:
-            return entry[2]
-        if not path.is_file():
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-        with self._lock:
-            self._entries[path] = (*key, text)
-        return text
-
-
 class WorkspaceManager:
-    """Access to one workspace directory (and, optionally, a backend layered over it).
+    """Access to one workspace, through its filesystem backend.
 
     Args:
-        root: The local workspace directory.
-        filesystem: A backend read before the local directory; None for local only.
+        root: The local workspace directory (the default backend's root; the memory index
+            lives beside it whatever the backend).
+        backend: Where the files live; the local directory ``root`` when None.
     """
 
-    def __init__(self, root: str | Path, filesystem: WorkspaceFilesystem | None = None) -> None:
+    def __init__(self, root: str | Path, backend: AbstractFilesystem | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
-        self.filesystem = filesystem
+        if backend is None:
+            from harness.filesystem.local import LocalFilesystem  # it builds on this module
+
+            backend = LocalFilesystem(self.root)
+        self.backend: AbstractFilesystem = backend
         self.generation = 0
-        self._cache = _StatCache()
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the files are the local directory ``root`` (so tools like ``rg`` see them)."""
+        from harness.filesystem.local import LocalFilesystem
+
+        backend = self.backend
+        return isinstance(backend, LocalFilesystem) and Path(backend.root) == self.root
 
     def local_path(self, path: str) -> Path:
         """The local path of a workspace path (policy-checked)."""
@@ -133,44 +116,28 @@ class WorkspaceManager:
         rel = normalize(path)
         return [user_prefix(user_id) + rel, rel] if user_id else [rel]
 
+    # -- reads with the shared fallback ---------------------------------------------------
+
     async def read_first(
         self, paths: Sequence[str], user_id: str | None = None
     ) -> dict[str, FileText]:
-        """Read several files at once (one thread hop); absent files are left out.
+        """Read several files; absent and empty files are left out.
 
-        Each path is looked up in the user's namespace, then shared; in the backend, then locally.
+        Each path is looked up in the user's namespace, then shared.
         """
         found: dict[str, FileText] = {}
-        local_needed: list[str] = []
-        if self.filesystem is not None:
-            for path in paths:
-                for candidate in self.candidates(path, user_id):
-                    text = await self.filesystem.read_text(candidate)
-                    if text:
-                        found[path] = FileText(candidate, text)
-                        break
-                else:
-                    local_needed.append(path)
-        else:
-            local_needed = list(paths)
-        if local_needed:
-            found.update(await asyncio.to_thread(self._read_local, local_needed, user_id))
+        for path in paths:
+            for candidate in self.candidates(path, user_id):
+                text = await self._text(candidate)
+                if text:
+                    found[path] = FileText(candidate, text)
+                    break
         return found
 
     async def read_text(self, path: str, user_id: str | None = None) -> str:
         """The text of a workspace file (user's copy first); ``""`` when it exists nowhere."""
         entry = (await self.read_first([path], user_id)).get(path)
         return entry.text if entry else ""
-
-    def _read_local(self, paths: Iterable[str], user_id: str | None) -> dict[str, FileText]:
-        found: dict[str, FileText] = {}
-        for path in paths:
-            for candidate in self.candidates(path, user_id):
-                text = self._cache.read(self.local_path(candidate))
-                if text:
-                    found[path] = FileText(candidate, text)
-                    break
-        return found
 
     async def list_files(self, directory: str, user_id: str | None = None) -> list[str]:
         """Workspace-relative paths of files under ``directory`` (user's and shared), sorted.
@@ -181,55 +148,64 @@ class WorkspaceManager:
         seen: dict[str, None] = {}
         for candidate in self.candidates(rel_dir, user_id):
             prefix = candidate[: len(candidate) - len(rel_dir)]
-            names: list[str] = []
-            if self.filesystem is not None:
-                names.extend(await self.filesystem.list_files(candidate))
-            names.extend(await asyncio.to_thread(self._walk_local, candidate))
-            for name in names:
+            for name in await self._walk(candidate):
                 seen.setdefault(name[len(prefix) :] if name.startswith(prefix) else name, None)
         return sorted(seen)
 
-    def _walk_local(self, directory: str) -> list[str]:
-        base = self.local_path(directory)
-        if not base.is_dir():
+    async def _walk(self, directory: str) -> list[str]:
+        """Every file under ``directory``, as workspace paths."""
+        result = await self.backend.glob("**/*", directory or "/")
+        if result.error is not None:
             return []
-        root = self.root.resolve()
-        return [
-            path.relative_to(root).as_posix()
-            for path in base.rglob("*")
-            if path.is_file() and not path.is_symlink()
-        ]
-
-    async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
-        """Write a file atomically in the user's namespace; returns the workspace path written."""
-        target = scoped(path, user_id)
-        try:
-            data = text.encode("utf-8")
-            await asyncio.to_thread(lambda: atomic_write(self.local_path(target), data))
-        finally:
-            self.generation += 1
-        return target
+        base = f"{directory}/" if directory else ""
+        paths = []
+        for entry in result.entries:
+            if entry.is_dir:
+                continue
+            path = entry.path.lstrip("/")
+            paths.append(path if not base or path.startswith(base) else base + path)
+        return paths
 
     # -- one namespace exactly (no fallback to shared files): memory, transcripts, state -------
 
     async def read_own(self, path: str, user_id: str | None = None) -> str | None:
         """The text of the file in the user's own namespace; None when it does not exist."""
+        return await self._text(scoped(path, user_id))
+
+    async def get_bytes(self, path: str, user_id: str | None = None) -> tuple[bytes, str] | None:
+        """A file of the user's namespace and its version (for compare-and-set writers)."""
+        return await self.backend.get(scoped(path, user_id))
+
+    async def put_bytes(
+        self, path: str, data: bytes, user_id: str | None = None, *, if_version: str | None = None
+    ) -> str | None:
+        """Replace a file atomically (only if still at ``if_version``, when given)."""
+        try:
+            return await self.backend.put(scoped(path, user_id), data, if_version=if_version)
+        finally:
+            self.generation += 1
+
+    async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
+        """Write a file atomically in the user's namespace; returns the workspace path written."""
         target = scoped(path, user_id)
-        if self.filesystem is not None:
-            text = await self.filesystem.read_text(target)
-            if text is not None:
-                return text
-        return await asyncio.to_thread(lambda: _read_or_none(self.local_path(target)))
+        try:
+            await self.backend.put(target, text.encode("utf-8"))
+        finally:
+            self.generation += 1
+        return target
 
     async def append_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Append ``text`` as one whole record; returns the workspace path written.
 
-        Concurrent appenders, threads or processes, never interleave or lose a record.
+        Concurrent appenders, tasks, processes or workers, never interleave or lose a record.
         """
+        return await self.append_bytes(path, text.encode("utf-8"), user_id)
+
+    async def append_bytes(self, path: str, data: bytes, user_id: str | None = None) -> str:
+        """:meth:`append_text` for bytes."""
         target = scoped(path, user_id)
         try:
-            data = text.encode("utf-8")
-            await asyncio.to_thread(lambda: locked_append(self.local_path(target), data))
+            await self.backend.append(target, data)
         finally:
             self.generation += 1
         return target
@@ -243,35 +219,44 @@ class WorkspaceManager:
         comes back finds out whether somebody changed it meanwhile, and then re-reads and redoes
         its work instead of overwriting the other edit. Returns False on such a conflict.
         """
-        rel = scoped(path, user_id)
-        replaced = await asyncio.to_thread(
-            lambda: _compare_and_replace(self.local_path(rel), expected, text)
-        )
-        if replaced:
+        from harness.filesystem import MISSING
+
+        target = scoped(path, user_id)
+        current = await self.backend.get(target)
+        if (_decode(current[0]) if current else "") != expected:
+            return False
+        version = current[1] if current else MISSING
+        replaced = await self.backend.put(target, text.encode("utf-8"), if_version=version)
+        if replaced is not None:
             self.generation += 1
-        return replaced
+        return replaced is not None
 
     async def update_text(
         self, path: str, transform: Callable[[str], str], user_id: str | None = None
     ) -> str:
-        """Read, transform and atomically rewrite a file under its lock; returns the new text.
+        """Read, transform and atomically rewrite a file; returns the new text.
 
-        For short read-modify-write edits (``transform`` must be quick and pure): concurrent
-        updaters, and :meth:`replace_text`, wait for each other, so no edit is lost.
+        A compare-and-set loop: if another writer changed the file in between, ``transform``
+        runs again on the new text (so it must be quick and pure), and no edit is lost.
+
+        Raises:
+            StorageError: The file kept changing for :data:`MAX_UPDATE_ATTEMPTS` rounds.
         """
-        rel = scoped(path, user_id)
+        from harness.filesystem import MISSING
 
-        def _update() -> str:
-            target = self.local_path(rel)
-            with file_lock(target):
-                text = transform(_read_or_none(target) or "")
-                atomic_write(target, text.encode("utf-8"))
-                return text
-
+        target = scoped(path, user_id)
         try:
-            return await asyncio.to_thread(_update)
+            for attempt in range(MAX_UPDATE_ATTEMPTS):
+                current = await self.backend.get(target)
+                text = transform(_decode(current[0]) if current else "")
+                version = current[1] if current else MISSING
+                if await self.backend.put(target, text.encode("utf-8"), if_version=version):
+                    return text
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
         finally:
             self.generation += 1
+        msg = f"{target} changed under {MAX_UPDATE_ATTEMPTS} updates in a row; try again"
+        raise StorageError(msg)
 
     async def list_own(self, directory: str, user_id: str | None = None) -> list[FileInfo]:
         """The files directly in ``directory`` of the user's namespace, sorted by name.
@@ -280,53 +265,40 @@ class WorkspaceManager:
         of this group take them.
         """
         rel_dir = normalize(directory)
-        return await asyncio.to_thread(self._list_local, rel_dir, scoped(rel_dir, user_id))
+        infos = []
+        for entry in await self._ls(scoped(rel_dir, user_id)):
+            if not entry.is_dir:
+                name = entry.path.rstrip("/").rsplit("/", 1)[-1]
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                infos.append(FileInfo(rel, entry.size, entry.modified_at or 0.0))
+        return sorted(infos, key=lambda info: info.path)
 
     async def list_dirs(self, directory: str, user_id: str | None = None) -> list[str]:
         """The names of the directories directly in ``directory`` of the user's namespace."""
-        rel = scoped(directory, user_id)
-
-        def _dirs() -> list[str]:
-            base = self.local_path(rel)
-            if not base.is_dir():
-                return []
-            return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink())
-
-        return await asyncio.to_thread(_dirs)
-
-    def _list_local(self, rel_dir: str, directory: str) -> list[FileInfo]:
-        base = self.local_path(directory)
-        if not base.is_dir():
-            return []
-        infos = []
-        for path in sorted(base.iterdir()):
-            try:
-                if not path.is_file() or path.is_symlink():
-                    continue
-                stat = path.stat()
-            except FileNotFoundError:  # a temporary file renamed away by a concurrent writer
-                continue
-            rel = f"{rel_dir}/{path.name}" if rel_dir else path.name
-            infos.append(FileInfo(rel, stat.st_size, stat.st_mtime))
-        return infos
+        entries = await self._ls(scoped(directory, user_id))
+        return sorted(e.path.rstrip("/").rsplit("/", 1)[-1] for e in entries if e.is_dir)
 
     async def move(self, source: str, target: str, user_id: str | None = None) -> None:
         """Move a file within the user's namespace, creating the target's directory."""
-
-        def _move() -> None:
-            src = self.local_path(scoped(source, user_id))
-            dst = self.local_path(scoped(target, user_id))
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)
-
-        await asyncio.to_thread(_move)
+        result = await self.backend.move(scoped(source, user_id), scoped(target, user_id))
         self.generation += 1
+        if result.error is not None:
+            raise StorageError(f"cannot move {source} to {target}: {result.error.message}")
 
     async def delete(self, path: str, user_id: str | None = None) -> None:
         """Delete a file in the user's namespace; a missing file is not an error."""
-        rel = scoped(path, user_id)
-        await asyncio.to_thread(lambda: self.local_path(rel).unlink(missing_ok=True))
+        result = await self.backend.delete(scoped(path, user_id))
         self.generation += 1
+        if result.error is not None:
+            raise StorageError(f"cannot delete {path}: {result.error.message}")
+
+    async def _text(self, path: str) -> str | None:
+        found = await self.backend.get(path)
+        return _decode(found[0]) if found is not None else None
+
+    async def _ls(self, directory: str) -> list[Entry]:
+        result = await self.backend.ls(directory or "/")
+        return [] if result.error is not None else list(result.entries)
 
 
 def scoped(path: str, user_id: str | None) -> str:
@@ -341,13 +313,6 @@ class FileInfo:
     path: str
     size: int
     modified: float
-
-
-def _read_or_none(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
 
 
 @contextlib.contextmanager
@@ -392,15 +357,6 @@ def locked_append(path: Path, data: bytes) -> None:
         raise StorageError(msg) from exc
 
 
-def _compare_and_replace(path: Path, expected: str, text: str) -> bool:
-    with file_lock(path):
-        current = _read_or_none(path) or ""
-        if current != expected:
-            return False
-        atomic_write(path, text.encode("utf-8"))
-        return True
-
-
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so a crash leaves the old file or the new one, never half.
 
@@ -423,3 +379,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         msg = f"cannot write {path}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import harness.compaction.eviction as eviction
+import harness.filesystem.local as local_backend
 from harness import HarnessAgent, RuntimeContext
 from harness.compaction.eviction import (
     DEFAULT_EXCLUDED_TOOLS,
@@ -26,6 +26,7 @@ from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.kernel import ImageBlock, Msg, PostActing, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.models import ScriptedChatModel
 from harness.workspace import WorkspaceManager
+from harness.workspace.manager import atomic_write
 
 OUTPUT = "0123456789" * 10  # 100 characters
 SMALL = ToolResultEvictionConfig(max_result_chars=20, preview_chars=4)
@@ -394,13 +395,13 @@ async def test_the_file_is_written_off_the_event_loop(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[int] = []
-    real = eviction._write_new
+    real = atomic_write
 
-    def recording(directory: Path, stem: str, data: bytes) -> str:
+    def recording(path: Path, data: bytes) -> None:
         threads.append(threading.get_ident())
-        return real(directory, stem, data)
+        real(path, data)
 
-    monkeypatch.setattr(eviction, "_write_new", recording)
+    monkeypatch.setattr(local_backend, "atomic_write", recording)
 
     await run(make_hook(workspace), post_acting(OUTPUT))
 
@@ -557,7 +558,7 @@ async def test_the_session_keeps_the_placeholder_not_the_output(workspace: Path)
     await agent.aclose()
 
     assert reply.text == "The table has 1,000 rows."
-    session_file = agent.sessions.path(ctx).read_text()
+    session_file = agent.workspace.local_path(agent.sessions.path(ctx)).read_text()
     saved = [Msg.model_validate(json.loads(line)) for line in session_file.splitlines()]
     [result] = [r for m in saved for r in m.tool_results]
     assert result.text.startswith(f"Tool output was too large ({len(huge):,} chars, 1,000 lines)")

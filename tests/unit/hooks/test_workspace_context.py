@@ -222,14 +222,15 @@ async def test_unchanged_files_are_not_read_again(
 ) -> None:
     (workspace / "AGENTS.md").write_text("persona")
     context = hook(workspace)
+    backend = context.workspace.backend
     reads: list[str] = []
-    original = Path.read_text
+    original = backend.get
 
-    def spy(self: Path, *args: object, **kwargs: object) -> str:
-        reads.append(self.name)
-        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+    async def spy(path: str, ctx: object = None) -> tuple[bytes, str] | None:
+        reads.append(path)
+        return await original(path)
 
-    monkeypatch.setattr(Path, "read_text", spy)
+    monkeypatch.setattr(backend, "get", spy)
     for _ in range(5):
         await context.on_event(event())
-    assert reads == ["AGENTS.md"]
+    assert reads.count("AGENTS.md") == 1  # within refresh_seconds the snapshot is reused

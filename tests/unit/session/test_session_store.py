@@ -20,6 +20,11 @@ def store(workspace: Path) -> SessionStore:
 CTX = RuntimeContext(session_id="s1")
 
 
+def local(s: SessionStore, ctx: RuntimeContext) -> Path:
+    """Where the default (local) backend keeps the session's file."""
+    return s.workspace.local_path(s.path(ctx))
+
+
 def msgs(*texts: str) -> list[Msg]:
     return [Msg(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in enumerate(texts)]
 
@@ -33,7 +38,8 @@ async def test_round_trip_and_location(workspace: Path) -> None:
     history = msgs("hi", "hello")
     await s.save(CTX, history)
     path = workspace / "agents" / "bot" / "context" / "s1" / "messages.jsonl"
-    assert s.path(CTX) == path.resolve()
+    assert s.path(CTX) == "agents/bot/context/s1/messages.jsonl"
+    assert local(s, CTX) == path.resolve()
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [
         m.id for m in history
     ]
@@ -44,7 +50,7 @@ async def test_growth_is_appended_change_is_rewritten(workspace: Path) -> None:
     s = store(workspace)
     history = msgs("a", "b")
     await s.save(CTX, history)
-    path = s.path(CTX)
+    path = local(s, CTX)
     inode = path.stat().st_ino
     history += msgs("c", "d")
     await s.save(CTX, history)
@@ -71,14 +77,14 @@ async def test_corrupt_line_is_skipped_with_file_and_line(
     s = store(workspace)
     history = msgs("a", "b", "c")
     await s.save(CTX, history)
-    path = s.path(CTX)
+    path = local(s, CTX)
     lines = path.read_text().splitlines()
     lines[1] = '{"role": "assistant", "content": [{"type": "te'
     path.write_text("\n".join(lines) + "\n")
     with caplog.at_level(logging.WARNING):
         loaded = await s.load(CTX)
     assert loaded == [history[0], history[2]]
-    assert f"{path}:2: skipped a corrupt session line" in caplog.text
+    assert f"{s.path(CTX)}:2: skipped a corrupt session line" in caplog.text
     await s.save(CTX, loaded)
     assert await s.load(CTX) == loaded
     assert len(path.read_text().splitlines()) == 2
@@ -88,7 +94,7 @@ async def test_torn_last_line_is_replaced_on_next_save(workspace: Path) -> None:
     s = store(workspace)
     history = msgs("a", "b")
     await s.save(CTX, history)
-    path = s.path(CTX)
+    path = local(s, CTX)
     with path.open("a") as handle:
         handle.write('{"id": "half')
     loaded = await s.load(CTX)
@@ -107,7 +113,7 @@ async def test_users_and_sessions_are_separate(workspace: Path) -> None:
     await s.save(RuntimeContext(session_id="s2", user_id="alice"), msgs("other session"))
     assert [m.text for m in await s.load(alice)] == ["alice here"]
     assert [m.text for m in await s.load(bob)] == ["bob here"]
-    assert s.path(alice).is_relative_to((workspace / "users" / "alice").resolve())
+    assert local(s, alice).is_relative_to((workspace / "users" / "alice").resolve())
 
 
 async def test_odd_session_ids_stay_inside(workspace: Path) -> None:
@@ -115,7 +121,7 @@ async def test_odd_session_ids_stay_inside(workspace: Path) -> None:
     ctx = RuntimeContext(session_id="../../escape")
     await s.save(ctx, msgs("x"))
     context_dir = workspace.resolve() / "agents" / "bot" / "context"
-    assert s.path(ctx).is_relative_to(context_dir)
+    assert local(s, ctx).is_relative_to(context_dir)
     assert await s.load(ctx) == await s.load(RuntimeContext(session_id="../../escape"))
 
 

@@ -1,29 +1,16 @@
 from __future__ import annotations
 
-import os
+import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from harness.errors import PathOutsideWorkspace, WorkspaceError
+from harness.filesystem.local import LocalFilesystem
 from harness.workspace import WorkspaceManager, init_workspace
 from harness.workspace.manager import atomic_write
-
-
-class MemoryBackend:
-    """A first read layer held in a dict, standing in for a remote or sandbox backend."""
-
-    def __init__(self, files: dict[str, str]) -> None:
-        self.files = files
-        self.reads: list[str] = []
-
-    async def read_text(self, path: str) -> str | None:
-        self.reads.append(path)
-        return self.files.get(path)
-
-    async def list_files(self, directory: str) -> list[str]:
-        return [p for p in self.files if p.startswith(directory.rstrip("/") + "/")]
 
 
 async def test_missing_file_reads_as_empty(workspace: Path) -> None:
@@ -41,49 +28,48 @@ async def test_user_copy_wins_over_shared(workspace: Path) -> None:
     assert await manager.read_text("AGENTS.md") == "shared"
 
 
-async def test_backend_is_read_before_local_disk(workspace: Path) -> None:
-    (workspace / "AGENTS.md").write_text("local")
-    (workspace / "MEMORY.md").write_text("local memory")
-    backend = MemoryBackend({"AGENTS.md": "remote", "users/u/MEMORY.md": ""})
-    manager = WorkspaceManager(workspace, backend)
-    found = await manager.read_first(["AGENTS.md", "MEMORY.md"], user_id="u")
-    assert found["AGENTS.md"].text == "remote"
-    assert found["AGENTS.md"].path == "AGENTS.md"
-    # an empty backend answer falls through to the next layer, as in the original
-    assert found["MEMORY.md"].text == "local memory"
-    assert backend.reads == ["users/u/AGENTS.md", "AGENTS.md", "users/u/MEMORY.md", "MEMORY.md"]
+async def test_the_backend_is_the_only_storage(workspace: Path, tmp_path: Path) -> None:
+    # Every read and write goes to the backend; the local directory is only the index's home.
+    elsewhere = tmp_path / "elsewhere"
+    (workspace / "AGENTS.md").write_text("local, ignored")
+    manager = WorkspaceManager(workspace, LocalFilesystem(elsewhere))
+    assert await manager.read_text("AGENTS.md") == ""
+    await manager.write_text("AGENTS.md", "remote")
+    await manager.append_text("memory/today.md", "- a fact\n", user_id="u")
+    assert (elsewhere / "AGENTS.md").read_text() == "remote"
+    assert (elsewhere / "users" / "u" / "memory" / "today.md").read_text() == "- a fact\n"
+    assert (workspace / "AGENTS.md").read_text() == "local, ignored"
+    assert await manager.read_text("AGENTS.md", user_id="u") == "remote"
+    assert not manager.is_local
 
 
-async def test_changed_file_is_read_again_unchanged_is_cached(workspace: Path) -> None:
+async def test_a_change_on_disk_is_read_at_once(workspace: Path) -> None:
     path = workspace / "AGENTS.md"
     path.write_text("one")
     manager = WorkspaceManager(workspace)
+    assert manager.is_local
     assert await manager.read_text("AGENTS.md") == "one"
-    stat = path.stat()
-    # Same size and timestamps: the cached text is served, so an unchanged file is not re-read.
     path.write_text("two")
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert await manager.read_text("AGENTS.md") == "one"
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert await manager.read_text("AGENTS.md") == "two"
 
 
-async def test_reads_run_off_the_event_loop_thread(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (workspace / "AGENTS.md").write_text("x")
+async def test_update_text_loses_no_concurrent_update(workspace: Path) -> None:
     manager = WorkspaceManager(workspace)
-    threads: list[int] = []
-    original = manager._read_local
 
-    def spy(*args: object, **kwargs: object) -> object:
-        threads.append(threading.get_ident())
-        return original(*args, **kwargs)  # type: ignore[arg-type]
+    def add_line(n: int) -> Callable[[str], str]:
+        return lambda text: text + f"{n}\n"
 
-    monkeypatch.setattr(manager, "_read_local", spy)
-    await manager.read_text("AGENTS.md")
-    assert threads
-    assert threads[0] != threading.get_ident()
+    await asyncio.gather(*(manager.update_text("counter.txt", add_line(n)) for n in range(30)))
+    lines = (workspace / "counter.txt").read_text().splitlines()
+    assert sorted(int(line) for line in lines) == list(range(30))
+
+
+async def test_replace_text_refuses_when_the_file_changed(workspace: Path) -> None:
+    manager = WorkspaceManager(workspace)
+    assert await manager.replace_text("MEMORY.md", "v1", expected="")
+    assert not await manager.replace_text("MEMORY.md", "v2", expected="")
+    assert await manager.replace_text("MEMORY.md", "v2", expected="v1")
+    assert (workspace / "MEMORY.md").read_text() == "v2"
 
 
 async def test_read_refuses_escaping_paths(workspace: Path) -> None:
@@ -91,25 +77,20 @@ async def test_read_refuses_escaping_paths(workspace: Path) -> None:
         await WorkspaceManager(workspace).read_text("../outside.md")
 
 
-async def test_list_files_merges_user_shared_and_backend(workspace: Path) -> None:
+async def test_list_files_merges_user_and_shared(workspace: Path) -> None:
     (workspace / "knowledge" / "sub").mkdir(parents=True)
     (workspace / "knowledge" / "a.md").write_text("a")
     (workspace / "knowledge" / "sub" / "b.md").write_text("b")
     (workspace / "users" / "u" / "knowledge").mkdir(parents=True)
     (workspace / "users" / "u" / "knowledge" / "mine.md").write_text("m")
-    backend = MemoryBackend({"knowledge/remote.md": "r"})
-    manager = WorkspaceManager(workspace, backend)
+    (workspace / "users" / "u" / "knowledge" / "a.md").write_text("u's a")
+    manager = WorkspaceManager(workspace)
     assert await manager.list_files("knowledge", user_id="u") == [
         "knowledge/a.md",
         "knowledge/mine.md",
-        "knowledge/remote.md",
         "knowledge/sub/b.md",
     ]
-    assert await manager.list_files("knowledge") == [
-        "knowledge/a.md",
-        "knowledge/remote.md",
-        "knowledge/sub/b.md",
-    ]
+    assert await manager.list_files("knowledge") == ["knowledge/a.md", "knowledge/sub/b.md"]
     assert await manager.list_files("nothing-here") == []
 
 

@@ -1,0 +1,927 @@
+"""The local backend: a directory on this machine, rooted (nothing outside it is reachable).
+
+Every path a call names, absolute or relative, lives under ``root`` plus the call's namespace
+(``users/<id>/`` for a user under :attr:`IsolationScope.USER`; see
+:func:`~harness.filesystem.base.namespace_prefix`). A leading ``/`` means the namespace root, so
+``/etc/passwd`` is the namespace's ``etc/passwd``, never the host's. ``..`` segments, ``~``, NUL
+bytes and names too long for the disk (:data:`MAX_NAME_BYTES`, :data:`MAX_PATH_BYTES`) are
+refused before the disk is touched (``invalid_path``, or :class:`PathOutsideWorkspace` from the
+storage operations); then the path is resolved and a symbolic link that leads out of the
+namespace (or a directory on the way that does) is refused too (``permission_denied``), as is,
+for a call without a user, the ``users/`` directory, which such a call does not even see
+listed. A name that merely contains dots (``a..b``) is an ordinary name.
+
+Each operation is one hop to a worker thread (``asyncio.to_thread``): the blocking work and the
+checks run there, so the event loop never waits for the disk.
+
+Writes (``write``, ``edit``, ``upload``, ``put``, ``append``) are atomic (temporary file,
+``fsync``, rename; a crash leaves the old or the new file) and take the file's sidecar lock
+(``.<name>.lock``, the one :class:`~harness.workspace.WorkspaceManager` uses), so
+``put(if_version=...)`` is a real compare-and-set against every writer of this workspace,
+threads and processes alike, and an append never lands on a file that a concurrent ``put`` is
+replacing. Lock and temporary files are bookkeeping: ``ls``, ``glob`` and ``grep`` do not show
+them.
+
+A file's version is the SHA-256 of its content (hex), so it is the same for every process and
+survives restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import errno
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Final, TypeVar
+
+from harness.context import RuntimeContext
+from harness.errors import PathOutsideWorkspace, StorageError
+from harness.filesystem.base import (
+    MISSING,
+    AbstractFilesystem,
+    EditResult,
+    FileData,
+    FileInfo,
+    FsError,
+    FsErrorCode,
+    GrepMatch,
+    GrepResult,
+    IsolationScope,
+    ListResult,
+    ReadResult,
+    TransferResult,
+    Version,
+    WriteResult,
+    check_path,
+    namespace_prefix,
+)
+from harness.workspace.layout import USERS_DIR
+from harness.workspace.manager import atomic_write, file_lock, locked_append
+from harness.workspace.paths import normalize
+
+__all__ = [
+    "BINARY_EXTENSIONS",
+    "DEFAULT_MAX_FILE_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
+    "LocalFilesystem",
+]
+
+DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
+"""Files larger than this are not read, edited or searched (10 MiB, the original's default)."""
+
+MAX_NAME_BYTES: Final = 240
+"""The longest file or directory name, in UTF-8 bytes.
+
+Disks take 255; an atomic write's temporary file (``.<name>.<8 chars>.tmp``) needs 14 more.
+"""
+
+BINARY_EXTENSIONS: Final = frozenset(
+    {
+        # images
+        "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tif", "tiff", "heic", "avif",
+        # audio and video
+        "mp3", "wav", "ogg", "flac", "m4a", "aac", "mp4", "m4v", "mov", "avi", "mkv", "webm",
+        # documents
+        "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp",
+        # archives
+        "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "war",
+        # compiled code and native libraries
+        "class", "pyc", "so", "dylib", "dll", "exe", "o", "a", "wasm", "bin",
+        # databases
+        "sqlite", "db",
+    }
+)  # fmt: skip
+"""Extensions read as base64 whatever their bytes (the original's list, roughly)."""
+
+MAX_PATH_BYTES: Final = 4096
+"""The longest whole path (root included, in bytes) Linux takes."""
+
+_LOCK_OR_TEMP = re.compile(r"\..+\.lock|\..+\.[A-Za-z0-9_]{8}\.tmp")
+"""Names of the sidecar lock files and in-flight temporary files of atomic writes."""
+
+_R = TypeVar("_R")
+
+
+class _SymlinkEscape(PathOutsideWorkspace):
+    """The path resolves, through a symbolic link, to somewhere outside the namespace."""
+
+
+class _BadName(PathOutsideWorkspace):
+    """A name the filesystem cannot hold (too long, not encodable) or a symlink loop."""
+
+
+class _Fail(Exception):
+    """An expected failure of a tool operation, carried out as its result's error."""
+
+    def __init__(self, code: FsErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = FsError(code, message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where a path lives on disk.
+
+    ``leaf`` has its directories resolved but not its last component (so a symbolic link
+    itself can be deleted or moved); ``path`` is resolved all the way (what reads and writes
+    use). Both are inside ``namespace``.
+    """
+
+    rel: str
+    leaf: Path
+    path: Path
+    namespace: Path
+    hidden: Path | None = None
+    """A directory inside the namespace the call must not see (``users/`` for a no-user call)."""
+
+    def allows(self, path: Path) -> bool:
+        """Whether a resolved path is part of what this call may see."""
+        return _inside(path, self.namespace) and (
+            self.hidden is None or not _inside(path, self.hidden)
+        )
+
+
+class LocalFilesystem(AbstractFilesystem):
+    """A workspace directory on local disk, rooted, with per-user namespaces.
+
+    Args:
+        root: The workspace directory; created on the first write.
+        scope: Which namespace a call's paths live in (default: the user's own).
+        max_file_bytes: Files larger than this are not read, edited or searched
+            (``too_large``); writes are not limited.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        scope: IsolationScope = IsolationScope.USER,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        if not str(root):
+            msg = "LocalFilesystem root must be a directory path, got an empty string"
+            raise ValueError(msg)
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
+            msg = f"LocalFilesystem max_file_bytes must be an int, got {max_file_bytes!r}"
+            raise TypeError(msg)
+        if max_file_bytes <= 0:
+            msg = f"LocalFilesystem max_file_bytes must be positive, got {max_file_bytes}"
+            raise ValueError(msg)
+        self.root = Path(root).expanduser().absolute()
+        self.scope = IsolationScope(scope)
+        self.max_file_bytes = max_file_bytes
+
+    def __repr__(self) -> str:
+        return f"LocalFilesystem({str(self.root)!r}, scope={self.scope.value!r})"
+
+    # -- path resolution (worker thread) ---------------------------------------------------
+
+    def _resolve(self, path: str, ctx: RuntimeContext | None) -> _Target:
+        """Where ``path`` lives for this call.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes (``..``, ``~``, NUL, another namespace, a
+                symbolic link leading out) or names something the disk cannot hold.
+        """
+        if not isinstance(path, str):
+            msg = f"a path must be a string, got {type(path).__name__}"
+            raise TypeError(msg)
+        check_path(path, self.scope, ctx)
+        rel = normalize(path)
+        for name in rel.split("/") if rel else ():
+            try:
+                size = len(name.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                msg = f"path {_show(path)} is not valid text; use a UTF-8 name"
+                raise _BadName(msg) from exc
+            if size > MAX_NAME_BYTES:
+                msg = (
+                    f"path {_show(path)} has a name of {size} bytes; names are limited to "
+                    f"{MAX_NAME_BYTES} bytes, use a shorter one"
+                )
+                raise _BadName(msg)
+        prefix = namespace_prefix(self.scope, ctx)
+        namespace = self.root.resolve() / prefix if prefix else self.root.resolve()
+        lexical = namespace / rel if rel else namespace
+        if len(os.fsencode(lexical)) >= MAX_PATH_BYTES:
+            msg = (
+                f"path {_show(path)} is too long for the disk ({len(rel.encode())} bytes); "
+                "use a shorter path with fewer directories"
+            )
+            raise _BadName(msg)
+        try:
+            parent = lexical.parent.resolve() if rel else namespace.parent
+            leaf = parent / lexical.name if rel else namespace
+            real = leaf.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
+            msg = f"path {_show(path)} runs into a loop of symbolic links"
+            raise _BadName(msg) from exc
+        hidden = None
+        if ctx is not None and not prefix and self.scope is IsolationScope.USER:
+            hidden = namespace / USERS_DIR
+        target = _Target(rel, leaf, real, namespace, hidden)
+        if not (target.allows(leaf.parent) or not rel) or not target.allows(real):
+            msg = (
+                f"path {_show(path)} leads out of the caller's namespace through a symbolic "
+                "link; use a path whose links stay inside"
+            )
+            raise _SymlinkEscape(msg)
+        return target
+
+    def _display(self, target: _Target, real: Path) -> str:
+        """The namespace-relative path of a real path found under ``target``."""
+        below = real.relative_to(target.path).as_posix()
+        if below == ".":
+            return target.rel
+        return f"{target.rel}/{below}" if target.rel else below
+
+    # -- tool operations --------------------------------------------------------------------
+
+    async def ls(self, path: str = "/", ctx: RuntimeContext | None = None) -> ListResult:
+        """The entries directly in a directory, sorted; a missing directory lists as empty."""
+        return await asyncio.to_thread(
+            _guard, lambda: self._ls(path, ctx), lambda e: ListResult(error=e), path
+        )
+
+    def _ls(self, path: str, ctx: RuntimeContext | None) -> ListResult:
+        target = self._resolve(path, ctx)
+        if not target.path.exists():
+            return ListResult()
+        if not target.path.is_dir():
+            raise _Fail(
+                FsErrorCode.NOT_A_DIRECTORY,
+                f"'{path}' is a file, not a directory; read it instead",
+            )
+        entries = []
+        for child in sorted(target.path.iterdir()):
+            if _LOCK_OR_TEMP.fullmatch(child.name):
+                continue
+            if target.path / child.name == target.hidden:
+                continue
+            if child.is_symlink() and not _link_allowed(target, child):
+                continue  # a link leading out (or in a loop) is not part of the namespace
+            try:
+                stat = child.stat()
+            except OSError:  # dangling link, or removed meanwhile
+                continue
+            is_dir = child.is_dir()
+            entries.append(
+                FileInfo(
+                    self._display(target, target.path / child.name),
+                    is_dir=is_dir,
+                    size=0 if is_dir else stat.st_size,
+                    modified_at=stat.st_mtime,
+                )
+            )
+        return ListResult(sorted(entries, key=lambda e: e.path))
+
+    async def read(
+        self,
+        path: str,
+        offset: int = 0,
+        limit: int | None = None,
+        ctx: RuntimeContext | None = None,
+    ) -> ReadResult:
+        r"""Lines ``offset`` (0-based) to ``offset + limit`` of a file; None or 0: to the end.
+
+        Each line keeps its ``\n``, so reading a whole file gives back exactly its text.
+        ``total_lines`` counts lines (a final ``\n`` does not start a new one). A binary file
+        (not UTF-8, or a :data:`BINARY_EXTENSIONS` name) comes back whole as base64, with
+        ``total_lines`` 0. An empty file is ``""``.
+
+        Raises:
+            ValueError: ``offset`` or ``limit`` is negative.
+        """
+        if offset < 0 or (limit is not None and limit < 0):
+            msg = f"read offset and limit must not be negative, got {offset} and {limit}"
+            raise ValueError(msg)
+        return await asyncio.to_thread(
+            _guard,
+            lambda: self._read(path, offset, limit, ctx),
+            lambda e: ReadResult(error=e),
+            path,
+        )
+
+    def _read(
+        self, path: str, offset: int, limit: int | None, ctx: RuntimeContext | None
+    ) -> ReadResult:
+        target = self._resolve(path, ctx)
+        raw, modified = self._read_file(target, path)
+        text = _text_of(target.path.name, raw)
+        if text is None:
+            content = base64.b64encode(raw).decode("ascii")
+            return ReadResult(FileData(content, "base64", modified_at=modified))
+        lines = _split_lines(text)
+        if lines and offset >= len(lines):
+            raise _Fail(
+                FsErrorCode.INVALID_PATH,
+                f"offset {offset} is past the end of '{path}' ({len(lines)} lines); "
+                f"use an offset below {len(lines)}",
+            )
+        end = offset + limit if limit else len(lines)
+        content = "".join(lines[offset:end])
+        return ReadResult(FileData(content, modified_at=modified, total_lines=len(lines)))
+
+    def _read_file(self, target: _Target, path: str) -> tuple[bytes, float]:
+        """A file's bytes and modification time, or the tool error saying why not."""
+        modified = self._check_readable(target, path)
+        return target.path.read_bytes(), modified
+
+    def _check_readable(self, target: _Target, path: str) -> float:
+        """A file's modification time, or the tool error saying why it cannot be read."""
+        try:
+            stat = target.path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
+        if target.path.is_dir():
+            raise _Fail(
+                FsErrorCode.IS_DIRECTORY,
+                f"'{path}' is a directory, not a file; list it with ls instead",
+            )
+        if stat.st_size > self.max_file_bytes:
+            raise _Fail(
+                FsErrorCode.TOO_LARGE,
+                f"'{path}' is {stat.st_size} bytes, over the limit of {self.max_file_bytes}; "
+                "search it with grep instead",
+            )
+        return stat.st_mtime
+
+    async def write(
+        self, path: str, content: str, ctx: RuntimeContext | None = None
+    ) -> WriteResult:
+        """Create a new file (and its directories), atomically; an existing one is an error."""
+        return await asyncio.to_thread(
+            _guard, lambda: self._write(path, content, ctx), lambda e: WriteResult(error=e), path
+        )
+
+    def _write(self, path: str, content: str, ctx: RuntimeContext | None) -> WriteResult:
+        target = self._resolve(path, ctx)
+        data = content.encode("utf-8")
+        self._check_writable(target, path)
+        with file_lock(target.path):
+            if target.path.exists() or target.leaf.is_symlink():
+                raise _Fail(FsErrorCode.ALREADY_EXISTS, _exists_message(path))
+            atomic_write(target.path, data)
+        return WriteResult(target.rel)
+
+    def _check_writable(self, target: _Target, path: str) -> None:
+        """Refuse a write to a directory, or below something that is a file."""
+        if not target.rel or target.path.is_dir():
+            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+        for parent in target.path.parents:
+            if parent == target.namespace or not _inside(parent, target.namespace):
+                break
+            if parent.exists() and not parent.is_dir():
+                shown = parent.relative_to(target.namespace).as_posix()
+                raise _Fail(
+                    FsErrorCode.NOT_A_DIRECTORY,
+                    f"cannot create '{path}': '{shown}' is a file, not a directory",
+                )
+
+    async def edit(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        replace_all: bool = False,
+        ctx: RuntimeContext | None = None,
+    ) -> EditResult:
+        r"""Replace the exact text ``old`` (once, or everywhere with ``replace_all``), atomically.
+
+        Line endings in ``old`` and ``new`` follow the file's: ``\r\n`` becomes ``\n`` in a
+        file that uses ``\n``, and the other way round.
+        """
+        return await asyncio.to_thread(
+            _guard,
+            lambda: self._edit(path, old, new, replace_all, ctx),
+            lambda e: EditResult(error=e),
+            path,
+        )
+
+    def _edit(
+        self, path: str, old: str, new: str, replace_all: bool, ctx: RuntimeContext | None
+    ) -> EditResult:
+        target = self._resolve(path, ctx)
+        if not old:
+            raise _Fail(
+                FsErrorCode.NO_MATCH,
+                "the text to replace is empty; give the exact text to replace, with context",
+            )
+        self._check_readable(target, path)  # missing, directory, too large: before locking
+        with file_lock(target.path):
+            raw, _ = self._read_file(target, path)
+            text = _text_of(target.path.name, raw)
+            if text is None:
+                raise _Fail(
+                    FsErrorCode.UNSUPPORTED,
+                    f"'{path}' is a binary file; edit only text files, or upload new bytes",
+                )
+            old, new = _match_line_endings(text, old, new)
+            count = text.count(old)
+            if count == 0:
+                raise _Fail(FsErrorCode.NO_MATCH, f"String not found in file: '{old}'")
+            if count > 1 and not replace_all:
+                raise _Fail(
+                    FsErrorCode.NOT_UNIQUE,
+                    f"String '{old}' appears {count} times in '{path}'; use replace_all=True "
+                    "to replace every occurrence, or add surrounding context to make it unique",
+                )
+            updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+            _replace(target.path, updated.encode("utf-8"))
+        return EditResult(target.rel, occurrences=count if replace_all else 1)
+
+    async def grep(
+        self,
+        pattern: str,
+        path: str = "/",
+        glob: str | None = None,
+        ctx: RuntimeContext | None = None,
+    ) -> GrepResult:
+        """Lines containing the literal ``pattern`` in text files under ``path``.
+
+        ``glob`` filters by file name (``*.md``), or by the path below ``path`` when it holds a
+        ``/`` (``docs/**/*.md``). Binary and oversized files are skipped. Lines are 1-based;
+        matches are sorted by path, then line.
+        """
+        return await asyncio.to_thread(
+            _guard,
+            lambda: self._grep(pattern, path, glob, ctx),
+            lambda e: GrepResult(error=e),
+            path,
+        )
+
+    def _grep(
+        self, pattern: str, path: str, glob: str | None, ctx: RuntimeContext | None
+    ) -> GrepResult:
+        target = self._resolve(path, ctx)
+        filter_re = None
+        by_path = False
+        if glob:
+            cleaned = _clean_pattern(glob)
+            filter_re = _glob_regex(cleaned)
+            by_path = "/" in cleaned
+        matches: list[GrepMatch] = []
+        for real, below in self._walk_files(target):
+            if filter_re is not None and not filter_re.fullmatch(below if by_path else real.name):
+                continue
+            try:
+                if real.stat().st_size > self.max_file_bytes:
+                    continue
+                text = _text_of(real.name, real.read_bytes())
+            except OSError:  # removed or unreadable meanwhile: not part of the answer
+                continue
+            if text is None or pattern not in text:
+                continue
+            shown = self._display(target, target.path / below) if below else target.rel
+            for number, line in enumerate(text.split("\n"), start=1):
+                if pattern in line:
+                    matches.append(GrepMatch(shown, number, line.removesuffix("\r")))
+        matches.sort(key=lambda m: (m.path, m.line))
+        return GrepResult(matches)
+
+    def _walk_files(self, target: _Target) -> Iterator[tuple[Path, str]]:
+        """The files under a target (or the target itself), with their path below it.
+
+        Symbolic links to files inside the namespace count; linked directories are not entered
+        (no loops), and links leading out are skipped.
+        """
+        if target.path.is_file():
+            yield target.path, ""
+            return
+        if not target.path.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(target.path):
+            base = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if base / d != target.hidden)
+            for name in sorted(filenames):
+                if _LOCK_OR_TEMP.fullmatch(name):
+                    continue
+                file = base / name
+                if file.is_symlink():
+                    if not _link_allowed(target, file) or not file.is_file():
+                        continue
+                elif not file.is_file():
+                    continue
+                yield file, file.relative_to(target.path).as_posix()
+
+    async def glob(
+        self, pattern: str, path: str = "/", ctx: RuntimeContext | None = None
+    ) -> ListResult:
+        """Files under ``path`` whose path below it matches ``pattern``, sorted.
+
+        ``*``, ``?`` and ``[...]`` match within one name; ``**`` spans directories, and
+        ``**/x`` also matches ``x`` directly under ``path``. A leading ``/`` is ignored.
+        ``*.md`` matches only files directly under ``path``; use ``**/*.md`` for all.
+        """
+        return await asyncio.to_thread(
+            _guard, lambda: self._glob(pattern, path, ctx), lambda e: ListResult(error=e), path
+        )
+
+    def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
+        target = self._resolve(path, ctx)
+        matcher = _glob_regex(_clean_pattern(pattern))
+        if target.path.exists() and not target.path.is_dir():
+            raise _Fail(
+                FsErrorCode.NOT_A_DIRECTORY,
+                f"'{path}' is a file, not a directory; glob searches under a directory",
+            )
+        entries = []
+        for real, below in self._walk_files(target):
+            if not matcher.fullmatch(below):
+                continue
+            try:
+                stat = real.stat()
+            except OSError:
+                continue
+            entries.append(
+                FileInfo(
+                    self._display(target, target.path / below),
+                    size=stat.st_size,
+                    modified_at=stat.st_mtime,
+                )
+            )
+        return ListResult(sorted(entries, key=lambda e: e.path))
+
+    async def upload(
+        self, files: Sequence[tuple[str, bytes]], ctx: RuntimeContext | None = None
+    ) -> list[TransferResult]:
+        """Write files (replacing existing ones, creating directories), atomically each.
+
+        Results come in the order of ``files``, each with the path as given.
+        """
+        return await asyncio.to_thread(self._upload, list(files), ctx)
+
+    def _upload(
+        self, files: list[tuple[str, bytes]], ctx: RuntimeContext | None
+    ) -> list[TransferResult]:
+        return [
+            _guard(
+                partial(self._upload_one, path, data, ctx),
+                partial(_transfer_error, path),
+                path,
+            )
+            for path, data in files
+        ]
+
+    def _upload_one(self, path: str, data: bytes, ctx: RuntimeContext | None) -> TransferResult:
+        target = self._resolve(path, ctx)
+        self._check_writable(target, path)
+        with file_lock(target.path):
+            _replace(target.path, bytes(data))
+        return TransferResult(path)
+
+    async def download(
+        self, paths: Sequence[str], ctx: RuntimeContext | None = None
+    ) -> list[TransferResult]:
+        """The bytes of files, in the order asked, each with the path as given."""
+        return await asyncio.to_thread(self._download, list(paths), ctx)
+
+    def _download(self, paths: list[str], ctx: RuntimeContext | None) -> list[TransferResult]:
+        return [
+            _guard(partial(self._download_one, path, ctx), partial(_transfer_error, path), path)
+            for path in paths
+        ]
+
+    def _download_one(self, path: str, ctx: RuntimeContext | None) -> TransferResult:
+        target = self._resolve(path, ctx)
+        if target.path.is_dir():
+            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+        try:
+            data = target.path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
+        return TransferResult(path, content=data)
+
+    async def exists(self, path: str, ctx: RuntimeContext | None = None) -> bool:
+        """Whether a file or directory is there (False for a path that escapes)."""
+        return await asyncio.to_thread(self._exists, path, ctx)
+
+    def _exists(self, path: str, ctx: RuntimeContext | None) -> bool:
+        try:
+            return self._resolve(path, ctx).path.exists()
+        except (PathOutsideWorkspace, OSError):
+            return False
+
+    async def delete(self, path: str, ctx: RuntimeContext | None = None) -> WriteResult:
+        """Delete a file (a symbolic link itself, not what it points to); missing is fine."""
+        return await asyncio.to_thread(
+            _guard, lambda: self._delete(path, ctx), lambda e: WriteResult(error=e), path
+        )
+
+    def _delete(self, path: str, ctx: RuntimeContext | None) -> WriteResult:
+        target = self._resolve(path, ctx)
+        if not target.leaf.is_symlink() and (not target.rel or target.leaf.is_dir()):
+            raise _Fail(
+                FsErrorCode.IS_DIRECTORY,
+                f"'{path}' is a directory; delete the files in it one by one",
+            )
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            target.leaf.unlink()  # already gone is what the caller wanted
+        return WriteResult(target.rel)
+
+    async def move(
+        self, source: str, target: str, ctx: RuntimeContext | None = None
+    ) -> WriteResult:
+        """Move a file, replacing the target and creating its directory; returns the target."""
+        return await asyncio.to_thread(
+            _guard,
+            lambda: self._move(source, target, ctx),
+            lambda e: WriteResult(error=e),
+            source,
+        )
+
+    def _move(self, source: str, target: str, ctx: RuntimeContext | None) -> WriteResult:
+        src = self._resolve(source, ctx)
+        dst = self._resolve(target, ctx)
+        if not src.leaf.is_symlink():
+            if not src.rel or src.leaf.is_dir():
+                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+            if not src.leaf.exists():
+                raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
+        self._check_writable(dst, target)
+        if src.leaf != dst.leaf:
+            dst.leaf.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src.leaf, dst.leaf)
+        return WriteResult(dst.rel)
+
+    # -- storage operations -----------------------------------------------------------------
+
+    async def get(
+        self, path: str, ctx: RuntimeContext | None = None
+    ) -> tuple[bytes, Version] | None:
+        """A whole file and its version (SHA-256 hex); None when it does not exist.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The path is a directory, or the file cannot be read.
+        """
+        return await asyncio.to_thread(_storage, path, lambda: self._get(path, ctx))
+
+    def _get(self, path: str, ctx: RuntimeContext | None) -> tuple[bytes, Version] | None:
+        target = self._resolve(path, ctx)
+        data = _storage_read(target.path, path)
+        return None if data is None else (data, _version(data))
+
+    async def put(
+        self,
+        path: str,
+        data: bytes,
+        ctx: RuntimeContext | None = None,
+        *,
+        if_version: Version | None = None,
+    ) -> Version | None:
+        """Replace a file atomically (creating directories); returns its new version.
+
+        With ``if_version`` the check and the write happen under the file's lock, so of two
+        writers that read the same version exactly one wins; the other gets None.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The file cannot be written.
+        """
+        blob = bytes(data)
+        return await asyncio.to_thread(
+            _storage, path, lambda: self._put(path, blob, ctx, if_version)
+        )
+
+    def _put(
+        self, path: str, data: bytes, ctx: RuntimeContext | None, if_version: Version | None
+    ) -> Version | None:
+        target = self._resolve(path, ctx)
+        _storage_check_file(target, path)
+        with file_lock(target.path):
+            if if_version is not None:
+                current = _storage_read(target.path, path)
+                if (MISSING if current is None else _version(current)) != if_version:
+                    return None
+            _replace(target.path, data)
+        return _version(data)
+
+    async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
+        """Append one whole record (creating the file); concurrent appenders lose nothing.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The file cannot be written.
+        """
+        blob = bytes(data)
+        await asyncio.to_thread(_storage, path, lambda: self._append(path, blob, ctx))
+
+    def _append(self, path: str, data: bytes, ctx: RuntimeContext | None) -> None:
+        target = self._resolve(path, ctx)
+        _storage_check_file(target, path)
+        with file_lock(target.path):  # also excludes a put replacing the file meanwhile
+            locked_append(target.path, data)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _guard(operation: Callable[[], _R], on_error: Callable[[FsError], _R], path: str) -> _R:
+    """Run a tool operation, turning refusals and file errors into its error result."""
+    try:
+        return operation()
+    except _Fail as exc:
+        return on_error(exc.error)
+    except PathOutsideWorkspace as exc:
+        return on_error(_refusal(exc))
+    except StorageError as exc:
+        if isinstance(exc.__cause__, OSError) and (error := _os_error(exc.__cause__, path)):
+            return on_error(error)
+        raise
+    except OSError as exc:
+        error = _os_error(exc, path)
+        if error is None:
+            msg = f"cannot access '{path}': {exc.strerror or exc}"
+            raise StorageError(msg) from exc
+        return on_error(error)
+
+
+def _storage(path: str, operation: Callable[[], _R]) -> _R:
+    """Run a storage operation; a file-system error becomes a :class:`StorageError`."""
+    try:
+        return operation()
+    except OSError as exc:
+        msg = f"cannot access {_show(path)}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+
+
+def _refusal(exc: PathOutsideWorkspace) -> FsError:
+    """The error a tool operation reports for a refused path."""
+    message = str(exc)
+    if isinstance(exc, _SymlinkEscape) or "namespace" in message:
+        return FsError(FsErrorCode.PERMISSION_DENIED, message)
+    return FsError(FsErrorCode.INVALID_PATH, message)
+
+
+def _os_error(exc: OSError, path: str) -> FsError | None:
+    """The tool error for a file-system error that a caller can act on; None for the rest."""
+    detail = exc.strerror or str(exc)
+    shown = _show(path)
+    match exc.errno:
+        case errno.ENOENT:
+            return FsError(FsErrorCode.FILE_NOT_FOUND, f"File {shown} not found")
+        case errno.EISDIR:
+            return FsError(FsErrorCode.IS_DIRECTORY, f"{shown} is a directory, not a file")
+        case errno.ENOTDIR:
+            return FsError(
+                FsErrorCode.NOT_A_DIRECTORY, f"a part of {shown} is a file, not a directory"
+            )
+        case errno.EEXIST:
+            return FsError(FsErrorCode.ALREADY_EXISTS, f"{shown} already exists")
+        case errno.EACCES | errno.EPERM | errno.EROFS:
+            return FsError(FsErrorCode.PERMISSION_DENIED, f"cannot access {shown}: {detail}")
+        case errno.ENAMETOOLONG | errno.ELOOP:
+            return FsError(FsErrorCode.INVALID_PATH, f"cannot use path {shown}: {detail}")
+    return None
+
+
+def _transfer_error(path: str, error: FsError) -> TransferResult:
+    return TransferResult(path, error=error)
+
+
+def _exists_message(path: str) -> str:
+    return (
+        f"Cannot write to {path} because it already exists. "
+        "Read and then make an edit, or write to a new path."
+    )
+
+
+def _show(path: str) -> str:
+    """A path for an error message, shortened when it is very long."""
+    return f"'{path}'" if len(path) <= 80 else f"'{path[:60]}...' ({len(path)} chars)"
+
+
+def _link_allowed(target: _Target, link: Path) -> bool:
+    """Whether a symbolic link met in a listing leads somewhere the call may see."""
+    try:
+        return target.allows(link.resolve())
+    except (OSError, RuntimeError):  # a loop
+        return False
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path == directory or path.is_relative_to(directory)
+
+
+def _version(data: bytes) -> Version:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _text_of(name: str, raw: bytes) -> str | None:
+    """The UTF-8 text of a file, or None for a binary one (by extension or by content)."""
+    _, dot, extension = name.rpartition(".")
+    if dot and extension.lower() in BINARY_EXTENSIONS:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _split_lines(text: str) -> list[str]:
+    r"""Lines split on ``\n`` only, each keeping it (``str.splitlines`` also splits on ``\r``)."""
+    lines = text.split("\n")
+    tail = lines.pop()
+    return [line + "\n" for line in lines] + ([tail] if tail else [])
+
+
+def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
+    """``old`` and ``new`` with the file's line endings, when ``old`` is not found as given."""
+    if old in text:
+        return old, new
+    if "\r\n" in old and "\r\n" not in text:
+        return old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
+    if "\r\n" in text and "\n" in old and "\r\n" not in old:
+        return old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return old, new
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Atomically replace a file, keeping the permissions of the one it replaces."""
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = None
+    atomic_write(path, data)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def _storage_read(path: Path, shown: str) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError as exc:
+        msg = f"cannot read {shown!r}: it is a directory, not a file"
+        raise StorageError(msg) from exc
+    except OSError as exc:
+        msg = f"cannot read {shown!r}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+
+
+def _storage_check_file(target: _Target, shown: str) -> None:
+    if not target.rel or target.path.is_dir():
+        msg = f"cannot write {shown!r}: it is a directory, not a file"
+        raise StorageError(msg)
+
+
+def _clean_pattern(pattern: str) -> str:
+    """A glob pattern relative to the search directory.
+
+    Raises:
+        PathOutsideWorkspace: The pattern climbs out (``..``), or names a home directory.
+    """
+    cleaned = pattern.replace("\\", "/").strip().lstrip("/")
+    parts = cleaned.split("/")
+    if "\x00" in cleaned or ".." in parts or cleaned.startswith("~"):
+        msg = f"glob pattern {_show(pattern)} leaves the search directory; use one inside it"
+        raise _BadName(msg)
+    return "/".join(part for part in parts if part not in ("", "."))
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex matching the paths (relative, ``/``-separated) a glob pattern selects."""
+    if not pattern:
+        return re.compile(r"(?!)")
+    parts = pattern.split("/")
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+        else:
+            out.append(_segment_regex(part) + ("" if last else "/"))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _segment_regex(segment: str) -> str:
+    """One name of a glob pattern as a regex: ``*``, ``?`` and ``[...]`` stay in the name."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (close := segment.find("]", i + 2)) != -1:
+            body = segment[i + 1 : close]
+            negate = body[:1] in ("!", "^")
+            body = body[1:] if negate else body
+            escaped = body.replace("\\", "\\\\").replace("^", "\\^")
+            out.append(f"[{'^/' if negate else ''}{escaped}]")
+            i = close
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)

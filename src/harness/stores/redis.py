@@ -1,0 +1,231 @@
+"""A key-value store on Redis, shared by every worker and process that points at it.
+
+Build it with ``RedisStore(url, prefix=...)`` (the one way; nothing connects until the first
+operation) and close it with ``await store.aclose()``.
+
+Layout, for a store with prefix ``P`` and a namespace ``("a", "b")`` (segments percent-encoded
+and joined with ``/``, so no two namespaces share keys)::
+
+    P:{a/b}:items   hash   key -> "<version>|<value as JSON>"
+    P:{a/b}:seq     int    the namespace's version counter
+    P:{a/b}:keys    zset   every key of the namespace, score 0, so ZRANGEBYLEX walks them in
+                           byte order (which for UTF-8 is code point order, as InMemoryStore)
+
+The version lives in the same hash field as the value, so one HGET reads both. Every write is one
+Lua script that updates the hash and the key index together, and compares the version first when
+asked to: Redis runs a script alone, which makes :meth:`RedisStore.put_if_version` a real
+compare-and-set across processes and machines, and the index never disagrees with the items. A
+search is a script too, so the keys it lists and the values it returns are one snapshot. Both
+keys of a namespace share the hash tag ``{...}``, so a Redis Cluster would keep them on one node.
+
+Failed connections are not retried (a write retried after a lost reply could apply twice and a
+compare-and-set would then report a conflict it caused itself): they raise
+:class:`~harness.errors.StorageError` naming the URL, and the caller decides.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from harness.errors import ConfigError, StorageError
+from harness.stores.base import BaseStore, Item, Namespace
+from harness.stores.memory import check_address, check_version, check_window, encode_value
+
+__all__ = ["DEFAULT_REDIS_URL", "RedisStore"]
+
+DEFAULT_REDIS_URL: Final = "redis://127.0.0.1:6379/0"
+"""A Redis on this machine, database 0: where ``RedisStore()`` connects by default."""
+
+_T = TypeVar("_T")
+
+# KEYS: items hash, keys zset, version counter.  ARGV: key, value JSON, expected version ("" =
+# any, "0" = absent). Returns the new version, or -1 when the expected version did not match
+# (nothing written). Versions come from the namespace's counter, so an item deleted and created
+# again never gets a version it had before (a stale compare-and-set cannot succeed).
+_PUT: Final = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+local version = 0
+if current then
+  version = tonumber(string.sub(current, 1, string.find(current, '|', 1, true) - 1))
+end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= version then
+  return -1
+end
+version = redis.call('INCR', KEYS[3])
+redis.call('HSET', KEYS[1], ARGV[1], version .. '|' .. ARGV[2])
+if not current then
+  redis.call('ZADD', KEYS[2], 0, ARGV[1])
+end
+return version
+"""
+
+# KEYS: items hash, keys zset.  ARGV: key.
+_DELETE: Final = """
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 0
+"""
+
+# KEYS: items hash, keys zset.  ARGV: lex min, lex max, offset, count (-1 = all).
+# Returns {keys, fields}: the keys in order and their stored "<version>|<json>" fields.
+_SEARCH: Final = """
+local keys = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], ARGV[2], 'LIMIT', ARGV[3], ARGV[4])
+if #keys == 0 then
+  return {{}, {}}
+end
+return {keys, redis.call('HMGET', KEYS[1], unpack(keys))}
+"""
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password, fit for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=f"{user}{host}"))
+
+
+def _parse(namespace: Namespace, key: str, field: bytes | str) -> Item:
+    text = field.decode() if isinstance(field, bytes) else field
+    version, _, value = text.partition("|")
+    return Item(namespace, key, json.loads(value), int(version))
+
+
+class RedisStore(BaseStore):
+    """A :class:`~harness.stores.BaseStore` on a Redis server (see the module doc).
+
+    Args:
+        url: ``redis://[[user]:password@]host[:port][/db]`` (``rediss://`` for TLS,
+            ``unix://`` for a socket).
+        prefix: The first part of every Redis key, so several stores (applications, test runs)
+            can share one database without seeing each other's data. No ``{``, ``}`` or ``:``.
+        connect_timeout: Seconds to wait for a connection before giving up.
+        timeout: Seconds to wait for any reply before giving up.
+
+    Raises:
+        ConfigError: The URL is not a Redis URL, or the prefix is unusable.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_REDIS_URL,
+        *,
+        prefix: str = "harness",
+        connect_timeout: float = 5.0,
+        timeout: float = 30.0,
+    ) -> None:
+        if not prefix or any(ch in prefix for ch in "{}:"):
+            msg = f"RedisStore prefix must be non-empty, without '{{', '}}' or ':', got {prefix!r}"
+            raise ConfigError(msg)
+        self.url = url
+        self.prefix = prefix
+        try:
+            self._redis = aioredis.Redis.from_url(
+                url,
+                socket_connect_timeout=connect_timeout,
+                socket_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+            )
+        except ValueError as exc:
+            msg = f"RedisStore URL {_redact(url)!r} is not usable ({exc}); use redis://host:port/db"
+            raise ConfigError(msg) from exc
+        self._put = self._redis.register_script(_PUT)
+        self._delete = self._redis.register_script(_DELETE)
+        self._search = self._redis.register_script(_SEARCH)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({_redact(self.url)!r}, prefix={self.prefix!r})"
+
+    async def get(self, namespace: Namespace, key: str) -> Item | None:
+        check_address(namespace, key)
+        field = await self._run(self._redis.hget(self._items_key(namespace), key))
+        return None if field is None else _parse(namespace, key, field)
+
+    async def put(self, namespace: Namespace, key: str, value: Mapping[str, Any]) -> int:
+        check_address(namespace, key)
+        text = encode_value(namespace, key, value)
+        keys = [self._items_key(namespace), self._keys_key(namespace), self._seq_key(namespace)]
+        return int(await self._run(self._put(keys=keys, args=[key, text, ""])))
+
+    async def put_if_version(
+        self, namespace: Namespace, key: str, value: Mapping[str, Any], version: int | None
+    ) -> int | None:
+        check_address(namespace, key)
+        check_version(version)
+        text = encode_value(namespace, key, value)
+        keys = [self._items_key(namespace), self._keys_key(namespace), self._seq_key(namespace)]
+        expected = "0" if version is None else str(version)
+        new = int(await self._run(self._put(keys=keys, args=[key, text, expected])))
+        return None if new < 0 else new
+
+    async def delete(self, namespace: Namespace, key: str) -> None:
+        check_address(namespace, key)
+        keys = [self._items_key(namespace), self._keys_key(namespace)]
+        await self._run(self._delete(keys=keys, args=[key]))
+
+    async def search(
+        self, namespace: Namespace, prefix: str = "", *, limit: int | None = None, offset: int = 0
+    ) -> list[Item]:
+        check_address(namespace, "-")
+        check_window(limit, offset)
+        if limit == 0:
+            return []
+        if prefix:
+            # Every key that starts with the prefix lies in [prefix, prefix + 0xFF): no UTF-8
+            # text contains the byte 0xFF, so nothing after the prefix can reach it.
+            low, high = b"[" + prefix.encode(), b"(" + prefix.encode() + b"\xff"
+        else:
+            low, high = b"-", b"+"
+        keys = [self._items_key(namespace), self._keys_key(namespace)]
+        count = -1 if limit is None else limit
+        found, fields = await self._run(self._search(keys=keys, args=[low, high, offset, count]))
+        return [
+            _parse(namespace, name.decode(), field)
+            for name, field in zip(found, fields, strict=True)
+            if field is not None
+        ]
+
+    async def aclose(self) -> None:
+        """Close the connection pool; the store cannot be used afterwards."""
+        await self._redis.aclose()
+
+    def _namespace_tag(self, namespace: Namespace) -> str:
+        joined = "/".join(quote(segment, safe="") for segment in namespace)
+        return f"{self.prefix}:{{{joined}}}"
+
+    def _items_key(self, namespace: Namespace) -> str:
+        return f"{self._namespace_tag(namespace)}:items"
+
+    def _keys_key(self, namespace: Namespace) -> str:
+        return f"{self._namespace_tag(namespace)}:keys"
+
+    def _seq_key(self, namespace: Namespace) -> str:
+        return f"{self._namespace_tag(namespace)}:seq"
+
+    async def _run(self, call: Awaitable[_T]) -> _T:
+        """Await one Redis call, turning Redis's errors into :class:`StorageError`."""
+        try:
+            return await call
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            msg = (
+                f"cannot reach Redis at {_redact(self.url)} ({exc}); is redis-server running? "
+                "start it or pass --store"
+            )
+            raise StorageError(msg) from exc
+        except RedisError as exc:
+            msg = f"Redis at {_redact(self.url)} refused the request: {exc}"
+            raise StorageError(msg) from exc
