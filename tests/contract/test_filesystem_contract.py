@@ -16,8 +16,8 @@ import base64
 import os
 
 import pytest
-from _backends import EXPECTED_BACKENDS, FACTORIES
 
+from _backends import EXPECTED_BACKENDS, FACTORIES
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace
 from harness.filesystem import (
