@@ -46,7 +46,7 @@ def call(name: str, **args: Any) -> dict[str, Any]:
 async def test_bob_reaches_nothing_of_alices_by_any_tool(
     backend: AbstractFilesystem, tmp_path: Path
 ) -> None:
-    alice_turns = [
+    alice_turns: list[dict[str, Any]] = [
         {
             "match": "^start$",
             "tool_calls": [
