@@ -13,10 +13,15 @@ from harness.filesystem.base import FileInfo, GrepMatch, GrepResult, ListResult
 from harness.filesystem.local import LocalFilesystem
 from harness.kernel.message import ToolUseBlock
 from harness.kernel.toolkit import Toolkit
-from harness.tools import FilesystemTools, FileTools
-from harness.tools.files import DEFAULT_READ_LIMIT, MAX_LINE_CHARS, MAX_READ_CHARS
-from harness.tools.filesystem import EMPTY_FILE_REMINDER, MAX_LIST_CHARS, MAX_LIST_LINES
-from harness.workspace import WorkspaceManager
+from harness.tools import FilesystemTools
+from harness.tools.filesystem import (
+    DEFAULT_READ_LIMIT,
+    EMPTY_FILE_REMINDER,
+    MAX_LINE_CHARS,
+    MAX_LIST_CHARS,
+    MAX_LIST_LINES,
+    MAX_READ_CHARS,
+)
 
 ALICE = RuntimeContext(session_id="s1", user_id="alice")
 BOB = RuntimeContext(session_id="s1", user_id="bob")
@@ -108,29 +113,6 @@ async def test_read_default_limit_is_200_lines(workspace: Path, tools: Filesyste
     assert rows[0] == "1\t0"
     assert rows[-2] == "200\t199"
     assert rows[-1] == "... (lines 1-200 of 500; continue with offset=200)"
-
-
-@pytest.mark.parametrize(
-    ("text", "offset", "limit"),
-    [
-        ("a\nb\nc\n", None, None),
-        ("a\nb\nc", 1, 1),
-        ("".join(f"row {i}\n" for i in range(300)), 250, None),
-        ("".join(f"row {i}\n" for i in range(300)), None, 1000),
-        (("W" * 50_000 + "\n") * 30, None, 30),
-        (("W" * 50_000 + "\n") * 30, 9, 3),
-        ("x" * 1_999 + "\n" + "y" * 2_001, None, None),
-    ],
-)
-async def test_read_output_matches_the_workspace_read_file(
-    workspace: Path, tools: FilesystemTools, text: str, offset: int | None, limit: int | None
-) -> None:
-    """Evicted results' placeholders promise this format: both read_files must agree."""
-    (workspace / "f.txt").write_text(text)
-    expected = await FileTools(WorkspaceManager(workspace)).read_file(
-        "f.txt", SHARED, offset=offset, limit=limit
-    )
-    assert await tools.read_file("f.txt", SHARED, offset=offset, limit=limit) == expected
 
 
 async def test_very_long_lines_never_return_everything_again(

@@ -4,16 +4,16 @@ from pathlib import Path
 
 from harness import HarnessAgent, RuntimeContext, ToolResultEvictionConfig
 from harness.compaction.eviction import eviction_stem
+from harness.filesystem import LocalFilesystem
 from harness.models import ScriptedChatModel
-from harness.tools import FileTools
-from harness.tools.files import MAX_LINE_CHARS, MAX_READ_CHARS
-from harness.workspace import WorkspaceManager
+from harness.tools import FilesystemTools
+from harness.tools.filesystem import MAX_LINE_CHARS, MAX_READ_CHARS
 
 ANN = RuntimeContext(user_id="ann")
 
 
-def tools(workspace: Path) -> FileTools:
-    return FileTools(WorkspaceManager(workspace))
+def tools(workspace: Path) -> FilesystemTools:
+    return FilesystemTools(LocalFilesystem(workspace))
 
 
 async def test_reads_numbered_lines_in_pieces(workspace: Path) -> None:
@@ -37,18 +37,17 @@ async def test_long_lines_and_big_reads_are_capped(workspace: Path) -> None:
 
 async def test_errors_and_namespaces(workspace: Path) -> None:
     t = tools(workspace)
-    assert (
-        await t.read_file("../etc/passwd", ANN)
-        == "Error: path traversal not allowed: ../etc/passwd"
+    assert await t.read_file("../etc/passwd", ANN) == (
+        "Error: path '../etc/passwd' climbs out with '..'; use a path inside the workspace"
     )
-    assert await t.read_file("missing.md", ANN) == "Error: file not found or empty: missing.md"
+    assert await t.read_file("missing.md", ANN) == "Error: File 'missing.md' not found"
     (workspace / "users" / "ann").mkdir(parents=True)
     (workspace / "users" / "ann" / "mine.md").write_text("ann only")
     assert await t.read_file("mine.md", ANN) == "1\tann only"
     assert (await t.read_file("mine.md", RuntimeContext(user_id="bob"))).startswith("Error:")
     (workspace / "one.md").write_text("a\nb")
     assert await t.read_file("one.md", ANN, offset=5) == (
-        "Error: offset 5 is past the end of the file (2 lines)"
+        "Error: offset 5 is past the end of 'one.md' (2 lines); use an offset below 2"
     )
 
 

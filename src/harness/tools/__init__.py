@@ -1,6 +1,5 @@
 """The harness's built-in tools, one module per family."""
 
-from harness.tools.files import FileTools
 from harness.tools.filesystem import FilesystemTools
 from harness.tools.memory import MemoryTools
 from harness.tools.sessions import SessionTools
@@ -8,7 +7,6 @@ from harness.tools.subagents import SubagentTools
 from harness.tools.tasks import TaskTools
 
 __all__ = [
-    "FileTools",
     "FilesystemTools",
     "MemoryTools",
     "SessionTools",

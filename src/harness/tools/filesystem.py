@@ -6,8 +6,8 @@ an exception:
 
 - ``read_file(path, offset?, limit?)``: numbered lines (``<n>\t<text>``) from a 0-based
   ``offset``, at most ``limit`` (200) of them, lines longer than 2,000 characters cut, at most
-  20,000 characters per read, and a last line saying where to continue (the format of
-  :mod:`harness.tools.files`, which evicted tool results' placeholders point at). An empty file
+  20,000 characters per read, and a last line saying where to continue (evicted tool results'
+  placeholders tell the model to read them back this way). An empty file
   reads as ``System reminder: File exists but has empty contents``; a binary file is described,
   not dumped.
 - ``write_file(path, content)``: ``Written to <path>``; an existing file is refused.
@@ -49,7 +49,6 @@ from harness.filesystem.base import (
     ShellFilesystem,
     check_path,
 )
-from harness.tools.files import DEFAULT_READ_LIMIT, MAX_LINE_CHARS, MAX_READ_CHARS
 from harness.workspace.layout import USERS_DIR
 from harness.workspace.paths import normalize
 
@@ -60,6 +59,15 @@ __all__ = [
     "MAX_NAME_BYTES",
     "FilesystemTools",
 ]
+
+DEFAULT_READ_LIMIT: Final = 200
+"""Lines one read returns when no limit is given."""
+
+MAX_READ_CHARS: Final = 20_000
+"""Characters one read returns at most, whatever the limit."""
+
+MAX_LINE_CHARS: Final = 2_000
+"""A longer line is shortened, with a marker saying so."""
 
 EMPTY_FILE_REMINDER: Final = "System reminder: File exists but has empty contents"
 """What ``read_file`` answers for an empty file (the original's text)."""
