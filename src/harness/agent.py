@@ -58,7 +58,7 @@ from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.session import CompactionLog, SessionStore
-from harness.stores import BaseStore
+from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
     ChildSettings,

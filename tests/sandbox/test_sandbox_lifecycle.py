@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,27 @@ def test_priority_and_events() -> None:
     assert hook.priority == 50
     assert hook.handles(PreCall)
     assert hook.handles(PostCall)
+
+
+async def test_an_agent_on_a_sandbox_gets_the_hook_and_the_execute_tool(
+    tmp_path: Path, sandbox: SandboxFilesystem
+) -> None:
+    ctx = RuntimeContext(session_id="s", user_id="ann")
+    script: list[dict[str, Any]] = [
+        {"match": "^go$", "tool_calls": [{"name": "execute", "input": {"command": "echo hi"}}]},
+        {"match": "Exit code: 0", "text": "ran"},
+    ]
+    async with HarnessAgent(
+        model=ScriptedChatModel(script), workspace=tmp_path / "local", filesystem=sandbox
+    ) as agent:
+        hooks = {type(h).__name__: h.priority for h in agent.delegate.hooks.hooks}
+        assert hooks["SandboxLifecycleHook"] == 50
+        assert "execute" in agent.delegate.toolkit
+        assert (await agent.call("go", ctx=ctx)).text == "ran"
+    async with HarnessAgent(
+        model=ScriptedChatModel([]),
+        workspace=tmp_path / "plain",
+        filesystem=LocalFilesystem(tmp_path / "p"),
+    ) as plain:
+        assert "execute" not in plain.delegate.toolkit
+        assert "SandboxLifecycleHook" not in {type(h).__name__ for h in plain.delegate.hooks.hooks}

@@ -36,7 +36,7 @@ from harness.cli.tasks import tasks_app
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
-from harness.stores.url import STORE_ENV, open_store
+from harness.stores import STORE_ENV, open_store
 from harness.workspace import init_workspace
 
 __all__ = ["app", "main"]

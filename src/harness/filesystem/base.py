@@ -51,6 +51,7 @@ __all__ = [
     "GrepResult",
     "IsolationScope",
     "ListResult",
+    "OtherNamespace",
     "ReadResult",
     "ShellFilesystem",
     "TransferResult",
@@ -193,6 +194,10 @@ def namespace_prefix(scope: IsolationScope, ctx: RuntimeContext | None) -> str:
     return ""
 
 
+class OtherNamespace(PathOutsideWorkspace):
+    """A path into a namespace the call may not see (a permission matter, not a bad path)."""
+
+
 def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> str:
     """The workspace-relative path a call means, with its namespace prefix.
 
@@ -212,7 +217,7 @@ def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> 
         and (rel == "users" or rel.startswith("users/"))
     ):
         msg = f"path {path!r} is in the users' namespaces, which a call without a user cannot see"
-        raise PathOutsideWorkspace(msg)
+        raise OtherNamespace(msg)
     return f"{prefix}{rel}" if rel else prefix.rstrip("/")
 
 

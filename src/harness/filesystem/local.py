@@ -55,6 +55,7 @@ from harness.filesystem.base import (
     GrepResult,
     IsolationScope,
     ListResult,
+    OtherNamespace,
     ReadResult,
     TransferResult,
     Version,
@@ -756,10 +757,12 @@ def _storage(path: str, operation: Callable[[], _R]) -> _R:
 
 def _refusal(exc: PathOutsideWorkspace) -> FsError:
     """The error a tool operation reports for a refused path."""
-    message = str(exc)
-    if isinstance(exc, _SymlinkEscape) or "namespace" in message:
-        return FsError(FsErrorCode.PERMISSION_DENIED, message)
-    return FsError(FsErrorCode.INVALID_PATH, message)
+    code = (
+        FsErrorCode.PERMISSION_DENIED
+        if isinstance(exc, _SymlinkEscape | OtherNamespace)
+        else FsErrorCode.INVALID_PATH
+    )
+    return FsError(code, str(exc))
 
 
 def _os_error(exc: OSError, path: str) -> FsError | None:

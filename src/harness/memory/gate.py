@@ -16,7 +16,7 @@ from typing import Final, Protocol
 
 from harness.errors import StorageError
 from harness.memory.config import Clock, utc_now
-from harness.stores import BaseStore, Namespace
+from harness.stores.base import BaseStore, Namespace
 
 __all__ = ["PROCESS_GATE", "Gate", "PeriodicGate", "StoreGate"]
 
