@@ -262,26 +262,29 @@ class LocalFilesystem(AbstractFilesystem):
                 f"'{path}' is a file, not a directory; read it instead",
             )
         entries = []
-        for child in sorted(target.path.iterdir()):
-            if _LOCK_OR_TEMP.fullmatch(child.name):
-                continue
-            if target.path / child.name == target.hidden:
-                continue
-            if child.is_symlink() and not _link_allowed(target, child):
-                continue  # a link leading out (or in a loop) is not part of the namespace
-            try:
-                stat = child.stat()
-            except OSError:  # dangling link, or removed meanwhile
-                continue
-            is_dir = child.is_dir()
-            entries.append(
-                FileInfo(
-                    self._display(target, target.path / child.name),
-                    is_dir=is_dir,
-                    size=0 if is_dir else stat.st_size,
-                    modified_at=stat.st_mtime,
+        prefix = f"{target.rel}/" if target.rel else ""
+        with os.scandir(target.path) as found:  # one scan; each entry's stat is cached
+            for entry in found:
+                if _LOCK_OR_TEMP.fullmatch(entry.name):
+                    continue
+                child = target.path / entry.name
+                if child == target.hidden:
+                    continue
+                if entry.is_symlink() and not _link_allowed(target, child):
+                    continue  # a link leading out (or in a loop) is not part of the namespace
+                try:
+                    stat = entry.stat()
+                    is_dir = entry.is_dir()
+                except OSError:  # dangling link, or removed meanwhile
+                    continue
+                entries.append(
+                    FileInfo(
+                        prefix + entry.name,
+                        is_dir=is_dir,
+                        size=0 if is_dir else stat.st_size,
+                        modified_at=stat.st_mtime,
+                    )
                 )
-            )
         return ListResult(sorted(entries, key=lambda e: e.path))
 
     async def read(
