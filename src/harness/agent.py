@@ -33,6 +33,7 @@ from harness.hooks import (
     MemoryFlushHook,
     MemoryMaintenanceHook,
     SessionPersistenceHook,
+    SkillsHook,
     SubagentsHook,
     ToolResultEvictionHook,
     WorkspaceContextConfig,
@@ -115,6 +116,8 @@ class HarnessAgent:
         filesystem_tools: Offer the model ``read_file``, ``write_file``, ``edit_file``,
             ``grep_files``, ``glob_files``, ``list_files`` (and ``execute`` when the backend can
             run commands) in the caller's namespace.
+        skills: List the workspace's ``skills/<name>/SKILL.md`` in the prompt (names and
+            descriptions) and offer ``load_skill``.
         memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
@@ -152,6 +155,7 @@ class HarnessAgent:
         compaction: CompactionConfig | None = None,
         compaction_model: ChatModel | str | None = None,
         subagents: SubagentsConfig | Sequence[Declaration] | None = DEFAULT_SUBAGENTS,
+        skills: bool = True,
         trace: bool = True,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
@@ -277,6 +281,9 @@ class HarnessAgent:
             )
             self._shutdown_grace = config.shutdown_grace_seconds
             chain.append(self.subagents)
+        if skills:
+            # 85: lists the workspace's skills after the subagents section
+            chain.append(SkillsHook(self.workspace))
         chain.extend(user_hooks)  # user hooks, 100 by default
         if workspace_context is not None:
             # 900: appended last, after every other hook has shaped the request

@@ -143,11 +143,12 @@ def test_hook_chain_order(workspace: Path) -> None:
         "AgentTraceHook",
         "ToolResultEvictionHook",
         "SubagentsHook",
+        "SkillsHook",
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 80, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 80, 85, 100, 900, 900]
 
 
 def test_hook_chain_with_memory(workspace: Path) -> None:
@@ -168,11 +169,14 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
         "CompactionHook",
         "ToolResultEvictionHook",
         "SubagentsHook",
+        "SkillsHook",
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 5, 6, 10, 50, 80, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [
+        0, 5, 6, 10, 50, 80, 85, 100, 900, 900
+    ]  # fmt: skip
     names = agent.delegate.toolkit.names
     for tool in (
         "memory_search",
@@ -208,10 +212,12 @@ def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
         tool_result_eviction=None,
         subagents=None,
         filesystem_tools=False,
+        skills=False,
     )
     assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
     assert "read_file" not in agent.delegate.toolkit
     assert "agent_spawn" not in agent.delegate.toolkit
+    assert "load_skill" not in agent.delegate.toolkit
 
 
 async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,10 @@ PACKAGES = [
     "harness.memory",
     "harness.compaction",
     "harness.tools",
+    "harness.subagents",
+    "harness.filesystem",
+    "harness.stores",
+    "harness.skills",
 ]
 
 

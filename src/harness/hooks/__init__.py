@@ -5,6 +5,7 @@ from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
 from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.hooks.session_persistence import SessionPersistenceHook
+from harness.hooks.skills import SkillsHook
 from harness.hooks.subagents import SubagentsHook
 from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.hooks.trace import AgentTraceHook
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryMaintenanceHook",
     "SandboxLifecycleHook",
     "SessionPersistenceHook",
+    "SkillsHook",
     "SubagentsHook",
     "ToolResultEvictionHook",
     "WorkspaceContextConfig",

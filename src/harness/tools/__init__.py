@@ -3,6 +3,7 @@
 from harness.tools.filesystem import FilesystemTools
 from harness.tools.memory import MemoryTools
 from harness.tools.sessions import SessionTools
+from harness.tools.skills import SkillTools
 from harness.tools.subagents import SubagentTools
 from harness.tools.tasks import TaskTools
 
@@ -10,6 +11,7 @@ __all__ = [
     "FilesystemTools",
     "MemoryTools",
     "SessionTools",
+    "SkillTools",
     "SubagentTools",
     "TaskTools",
 ]
