@@ -243,7 +243,8 @@ DEMO_SECTIONS = (
     "5. memory_search('marathon distance in km')",
     "6. A long session: eviction and compaction",
     "7. A subagent in the background",
-    "8. Files in the workspace",
+    "8. A skill, loaded when needed",
+    "9. Files in the workspace",
 )
 
 
@@ -319,8 +320,9 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert json.loads((root / "demo-script.json").read_text(encoding="utf-8")) == DEMO_SCRIPT
     requests = split_requests(root / "demo-requests.jsonl")
     # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer;
-    # then the spawn, its answer, the subagent's tool call and report, the answer to the notice
-    assert len(requests.agent) == 11
+    # then the spawn, its answer, the subagent's tool call and report, the answer to the notice;
+    # then load_skill, read_file and the answer
+    assert len(requests.agent) == 14
     assert len(requests.flush) == 6  # one per call (the prefix was flushed already)
     assert len(requests.consolidation) == 1  # step 4
     assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
@@ -392,7 +394,17 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert report in step7
     (child_session,) = (root / "users/ada/agents/log-analyst/context").iterdir()
     assert child_session.name.startswith("sub-")
-    # 8. The files: the transcript beside the session, the index beside the workspace.
+    # 8. The skill was listed by name and description, then loaded and its resource read.
+    step8 = " ".join(panel_lines(stdout, 8))
+    assert "The prompt listed: - `release-notes`: Writes release notes in the team's template." in (
+        step8
+    )
+    assert 'load_skill({"name": "release-notes"}), then' in step8
+    assert 'read_file({"path": "skills/release-notes/template.md"})' in step8
+    skill_requests = [r for r in requests.agent if "release notes" in json.dumps(r)]
+    assert skill_requests
+    assert all("Load `template.md`" not in json.dumps(r[0]) for r in skill_requests)
+    # 9. The files: the transcript beside the session, the index beside the workspace.
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
         "delegation.flush.json",
@@ -406,7 +418,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[7] in line)
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[8] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
     assert listed == [
@@ -415,9 +427,12 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "demo-requests.jsonl",
         "demo-script.json",
         "knowledge/KNOWLEDGE.md",
+        "skills/release-notes/SKILL.md",
+        "skills/release-notes/template.md",
         "subagents/log-analyst.md",
         "users/ada/MEMORY.md",
         "users/ada/agents/guide/context/delegation/messages.jsonl",
+        "users/ada/agents/guide/context/skills/messages.jsonl",
         "users/ada/agents/guide/context/tour/messages.jsonl",
         "users/ada/agents/guide/sessions/delegation.flush.json",
         "users/ada/agents/guide/sessions/delegation.jsonl",

@@ -21,6 +21,7 @@ from harness.agent import HarnessAgent
 from harness.cli._output import out
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
+from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig
 from harness.memory.render import SUMMARY_NAME
 from harness.models import ScriptedChatModel
@@ -88,6 +89,20 @@ DEMO_SCRIPT = {
             "text": "The log analyst reports one error: an upstream timeout at 12:02:03.",
         },
         {
+            "match": "(?i)release notes",
+            "tool_calls": [{"name": "load_skill", "input": {"name": "release-notes"}}],
+        },
+        {
+            "match": "Skill: release-notes",
+            "tool_calls": [
+                {"name": "read_file", "input": {"path": "skills/release-notes/template.md"}}
+            ],
+        },
+        {
+            "match": "## Highlights",
+            "text": "## Highlights\n- Subagents work in the background.\n\n## Fixes\n- None.",
+        },
+        {
             "match": "(?i)how far",
             "tool_calls": [{"name": "convert_miles", "input": {"miles": 26.2}}],
         },
@@ -103,6 +118,22 @@ DEMO_SCRIPT = {
 """The tour's script: the agent's answers (a tool call, the restored session, a delegation),
 the subagent's, and the memory model's (a flush that keeps a fact, one that finds nothing new,
 a consolidation)."""
+
+RELEASE_NOTES_SKILL = """\
+---
+name: release-notes
+description: Writes release notes in the team's template.
+---
+Load `template.md` of this skill with read_file and fill in its sections, one bullet per change.
+"""
+
+RELEASE_NOTES_TEMPLATE = """\
+## Highlights
+- ...
+
+## Fixes
+- ...
+"""
 
 LOG_ANALYST = """\
 ---
@@ -218,9 +249,10 @@ async def run_demo(workspace: Path | None) -> Path:
     await second.aclose()
     await _long_session(root, script, ctx)
     await _delegation(root, script)
+    await _skill(root, script)
 
     # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
-    out.rule("8. Files in the workspace")
+    out.rule("9. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
@@ -326,12 +358,45 @@ async def _delegation(root: Path, script: Path) -> None:
     )
 
 
+async def _skill(root: Path, script: Path) -> None:
+    """Step 8: the prompt lists a skill; the agent loads it and reads its resource."""
+    ctx = RuntimeContext(session_id="skills", user_id="ada")
+    model = ScriptedChatModel.from_file(script)
+    agent = HarnessAgent(name="guide", model=model, workspace=root, memory=None, subagents=None)
+    ask = "Write the release notes, please."
+    reply = await agent.call(ask, ctx=ctx)
+    await agent.aclose()
+    saved = await agent.sessions.load(ctx)
+    calls = [f"{b.name}({json.dumps(b.input)})" for m in saved for b in m.tool_uses]
+    body = Text()
+    body.append(f"you: {ask}\n", style="bold")
+    body.append(f"The prompt listed: {_skills_line(model.requests[0])}\n")
+    body.append("The agent called: " + ", then ".join(calls) + "\n\n")
+    body.append(f"guide: {reply.text}", style="bold")
+    out.print(Panel(body, title="8. A skill, loaded when needed"))
+    out.print(
+        "  Only the skill's name and description are in every prompt; its instructions and "
+        "files are read when the agent decides to use it (skills/release-notes/).\n",
+        highlight=False,
+    )
+
+
+def _skills_line(request: list[Msg]) -> str:
+    """The skill's line in the system message of ``request`` (each hook adds its own block)."""
+    blocks = request[0].content if request and request[0].role == "system" else []
+    lines = [line for b in blocks if isinstance(b, TextBlock) for line in b.text.splitlines()]
+    return next((line for line in lines if "`release-notes`" in line), "(none)")
+
+
 def _prepare(root: Path) -> None:
     init_workspace(root)
     (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
     (root / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
     (root / "subagents").mkdir(exist_ok=True)
     (root / "subagents/log-analyst.md").write_text(LOG_ANALYST, encoding="utf-8")
+    (root / "skills/release-notes").mkdir(parents=True, exist_ok=True)
+    (root / "skills/release-notes/SKILL.md").write_text(RELEASE_NOTES_SKILL, encoding="utf-8")
+    (root / "skills/release-notes/template.md").write_text(RELEASE_NOTES_TEMPLATE, encoding="utf-8")
     (root / "demo-script.json").write_text(
         json.dumps(DEMO_SCRIPT, indent=2) + "\n", encoding="utf-8"
     )
