@@ -52,12 +52,14 @@ from harness.kernel import (
     Tool,
     Toolkit,
 )
+from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
-from harness.memory.flush import MemoryFlushManager
+from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.gate import PROCESS_GATE, StoreGate
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
+from harness.observability import record
 from harness.session import CompactionLog, SessionStore
 from harness.stores.base import BaseStore
 from harness.subagents import (
@@ -66,6 +68,7 @@ from harness.subagents import (
     Declaration,
     SubagentCatalog,
     SubagentsConfig,
+    TaskRecord,
     TaskRepository,
     general_purpose,
 )
@@ -118,6 +121,9 @@ class HarnessAgent:
             run commands) in the caller's namespace.
         skills: List the workspace's ``skills/<name>/SKILL.md`` in the prompt (names and
             descriptions) and offer ``load_skill``.
+        mcp_servers: MCP servers whose tools join the toolkit as ``<server>__<tool>``, besides
+            those the workspace's ``tools.json`` declares; they start at the first call (the
+            ``mcp`` extra is needed only when there are some).
         memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
@@ -132,7 +138,12 @@ class HarnessAgent:
         subagents: Delegation to subagents (the built-in ``general-purpose`` one, those of
             ``subagents/*.md``, and yours: a :class:`SubagentsConfig` or a list of
             declarations) with durable background tasks; None turns it off.
-        trace: Log every event on the ``harness.trace`` logger.
+        trace: Log every event on the ``harness.trace`` logger and keep a per-session trace,
+            ``agents/<agent>/traces/<session>.jsonl`` (read it with ``harness trace``): calls,
+            reasoning steps with tokens and latency, tool calls, compactions, evictions, memory
+            flushes and background tasks.
+        otel: Also emit OpenTelemetry spans following the GenAI semantic conventions, to the
+            global tracer provider (the ``otel`` extra).
     """
 
     def __init__(
@@ -156,7 +167,9 @@ class HarnessAgent:
         compaction_model: ChatModel | str | None = None,
         subagents: SubagentsConfig | Sequence[Declaration] | None = DEFAULT_SUBAGENTS,
         skills: bool = True,
+        mcp_servers: Sequence[MCPServerConfig] = (),
         trace: bool = True,
+        otel: bool = False,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
         self.name = name
@@ -177,7 +190,8 @@ class HarnessAgent:
         # module says why its priority is what it is.
         chain: list[Hook] = []
         if trace:
-            chain.append(AgentTraceHook())  # 0: sees every event before anyone changes it
+            # 0: sees every event before anyone changes it
+            chain.append(AgentTraceHook(self.workspace, agent_name=name, otel=otel))
         self.maintenance: MemoryMaintenance | None = None
         self.compactions = CompactionLog(self.workspace, name)
         transcript = TranscriptWriter(self.workspace, name)
@@ -199,6 +213,7 @@ class HarnessAgent:
                     flush=flush if memory.flush else None,
                     transcript=transcript if memory.offload else None,
                     maintenance=self.maintenance,
+                    on_flush=self._trace_flush if trace else None,
                 )
             )
             if memory.auto_consolidate:
@@ -271,6 +286,7 @@ class HarnessAgent:
                 max_running=config.max_running,
                 heartbeat_seconds=config.heartbeat_seconds,
                 stale_after_seconds=config.stale_after_seconds,
+                on_finish=self._trace_task if trace else None,
             )
             spawning = SubagentTools(
                 catalog=catalog, settings=settings, tasks=self.tasks, config=config
@@ -281,6 +297,9 @@ class HarnessAgent:
             )
             self._shutdown_grace = config.shutdown_grace_seconds
             chain.append(self.subagents)
+        # 1: the servers' tools are in the toolkit before any other hook looks at it
+        self.mcp = MCPHook(mcp_servers, workspace=self.workspace)
+        chain.append(self.mcp)
         if skills:
             # 85: lists the workspace's skills after the subagents section
             chain.append(SkillsHook(self.workspace))
@@ -305,6 +324,7 @@ class HarnessAgent:
             hooks=chain,
             max_iters=max_iters,
         )
+        self.mcp.attach(self.delegate.toolkit)
         self._session_locks: weakref.WeakValueDictionary[tuple[str | None, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -354,6 +374,7 @@ class HarnessAgent:
         if self.subagents is not None:
             subagents, self.subagents = self.subagents, None
             await subagents.aclose(self._shutdown_grace)
+        await self.mcp.aclose()
         if self.maintenance is not None:
             maintenance, self.maintenance = self.maintenance, None
             await maintenance.release()
@@ -409,6 +430,29 @@ class HarnessAgent:
         await self.delegate.hooks.dispatch(event)
         if isinstance(event, PostCompact):
             await self.compactions.append(event.ctx, event.details)
+
+    async def _trace_flush(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:
+        await record(
+            self.workspace,
+            self.name,
+            ctx,
+            "memory_flush",
+            path=result.path,
+            messages=result.messages,
+            latency_s=round(seconds, 4),
+        )
+
+    async def _trace_task(self, task: TaskRecord) -> None:
+        ctx = RuntimeContext(session_id=task.session_id, user_id=task.user_id)
+        await record(
+            self.workspace,
+            self.name,
+            ctx,
+            "task",
+            task_id=task.task_id,
+            subagent=task.agent_id,
+            status=task.describe_status,
+        )
 
     def _model(self, model: ChatModel | str) -> ChatModel:
         if isinstance(model, str):

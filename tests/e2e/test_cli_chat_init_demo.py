@@ -244,7 +244,8 @@ DEMO_SECTIONS = (
     "6. A long session: eviction and compaction",
     "7. A subagent in the background",
     "8. A skill, loaded when needed",
-    "9. Files in the workspace",
+    "9. The trace of a call",
+    "10. Files in the workspace",
 )
 
 
@@ -272,6 +273,9 @@ def section_text(stdout: str, number: int) -> str:
     end = text.index(DEMO_SECTIONS[number]) if number < len(DEMO_SECTIONS) else len(text)
     assert start < end, f"section {number} is out of order"
     return text[start:end]
+
+
+TRACES = "users/ada/agents/guide/traces"
 
 
 def visible_files_in(directory: Path) -> list[Path]:
@@ -404,7 +408,15 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     skill_requests = [r for r in requests.agent if "release notes" in json.dumps(r)]
     assert skill_requests
     assert all("Load `template.md`" not in json.dumps(r[0]) for r in skill_requests)
-    # 9. The files: the transcript beside the session, the index beside the workspace.
+    # 9. The skill call's trace: its events, and totals that match them.
+    trace = [json.loads(line) for line in (root / TRACES / "skills.jsonl").read_text().splitlines()]
+    events = [r["event"] for r in trace]
+    assert events[0] == "PreCall"
+    assert events[-1] == "PostCall"
+    assert [r["tool"] for r in trace if r["event"] == "PostActing"] == ["load_skill", "read_file"]
+    assert "totals: ok, 3 steps" in section_text(stdout, 9)
+    assert "2 tool calls, 0 tool errors" in section_text(stdout, 9)
+    # 10. The files: the transcript beside the session, the index beside the workspace.
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
         "delegation.flush.json",
@@ -418,7 +430,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[8] in line)
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[9] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
     assert listed == [
@@ -444,11 +456,15 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "users/ada/agents/guide/sessions/tour.log.jsonl",
         f"users/ada/agents/guide/tasks/{record_file.name}",
         f"users/ada/agents/guide/tasks/{result_file.name}",
+        "users/ada/agents/guide/traces/delegation.jsonl",
+        "users/ada/agents/guide/traces/skills.jsonl",
+        "users/ada/agents/guide/traces/tour.jsonl",
         f"users/ada/agents/log-analyst/context/{child_session.name}/messages.jsonl",
         "users/ada/agents/log-analyst/sessions/sessions.json",
         f"users/ada/agents/log-analyst/sessions/{child_session.name}.flush.json",
         f"users/ada/agents/log-analyst/sessions/{child_session.name}.jsonl",
         f"users/ada/agents/log-analyst/sessions/{child_session.name}.log.jsonl",
+        f"users/ada/agents/log-analyst/traces/{child_session.name}.jsonl",
         f"users/ada/large_tool_results/guide/{evicted.name}",
         "users/ada/memory/.consolidation_state",
         f"users/ada/memory/{log.name}",
@@ -516,8 +532,8 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
         return dict(zip(names, results, strict=True))
 
 
-def test_commands_are_the_documented_four() -> None:
-    assert sorted(COMMANDS) == ["chat", "demo", "init", "run"]
+def test_commands_are_the_documented_five() -> None:
+    assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "trace"]
     # their subcommands: test_cli_memory.py, test_cli_tasks.py, and below
     assert GROUPS == ["memory", "sessions", "tasks"]
 

@@ -30,6 +30,7 @@ from harness.kernel import (
     TextDelta,
     ToolSchema,
 )
+from harness.mcp import MCPHook
 from harness.models import ScriptedChatModel
 
 
@@ -141,6 +142,7 @@ def test_hook_chain_order(workspace: Path) -> None:
     kinds = [type(h).__name__ for h in agent.delegate.hooks.hooks]
     assert kinds == [
         "AgentTraceHook",
+        "MCPHook",
         "ToolResultEvictionHook",
         "SubagentsHook",
         "SkillsHook",
@@ -148,7 +150,7 @@ def test_hook_chain_order(workspace: Path) -> None:
         "WorkspaceContextHook",
         "SessionPersistenceHook",
     ]
-    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 50, 80, 85, 100, 900, 900]
+    assert [h.priority for h in agent.delegate.hooks.hooks] == [0, 1, 50, 80, 85, 100, 900, 900]
 
 
 def test_hook_chain_with_memory(workspace: Path) -> None:
@@ -164,6 +166,7 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
     kinds = [type(h).__name__ for h in agent.delegate.hooks.hooks]
     assert kinds == [
         "AgentTraceHook",
+        "MCPHook",
         "MemoryFlushHook",
         "MemoryMaintenanceHook",
         "CompactionHook",
@@ -175,7 +178,7 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
         "SessionPersistenceHook",
     ]
     assert [h.priority for h in agent.delegate.hooks.hooks] == [
-        0, 5, 6, 10, 50, 80, 85, 100, 900, 900
+        0, 1, 5, 6, 10, 50, 80, 85, 100, 900, 900
     ]  # fmt: skip
     names = agent.delegate.toolkit.names
     for tool in (
@@ -214,7 +217,8 @@ def test_optional_hooks_can_be_left_out(workspace: Path) -> None:
         filesystem_tools=False,
         skills=False,
     )
-    assert [type(h) for h in agent.delegate.hooks.hooks] == [SessionPersistenceHook]
+    # MCPHook stays: it starts the servers of tools.json, if the workspace has one
+    assert [type(h) for h in agent.delegate.hooks.hooks] == [MCPHook, SessionPersistenceHook]
     assert "read_file" not in agent.delegate.toolkit
     assert "agent_spawn" not in agent.delegate.toolkit
     assert "load_skill" not in agent.delegate.toolkit

@@ -19,14 +19,16 @@ from rich.text import Text
 
 from harness.agent import HarnessAgent
 from harness.cli._output import out
+from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig
 from harness.memory.render import SUMMARY_NAME
 from harness.models import ScriptedChatModel
+from harness.observability import read_trace, summarize
 from harness.tools import MemoryTools
-from harness.workspace import init_workspace
+from harness.workspace import WorkspaceManager, init_workspace
 
 __all__ = ["DEMO_SCRIPT", "run_demo"]
 
@@ -250,9 +252,10 @@ async def run_demo(workspace: Path | None) -> Path:
     await _long_session(root, script, ctx)
     await _delegation(root, script)
     await _skill(root, script)
+    await _trace(root)
 
     # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
-    out.rule("9. Files in the workspace")
+    out.rule("10. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
@@ -378,6 +381,21 @@ async def _skill(root: Path, script: Path) -> None:
         "  Only the skill's name and description are in every prompt; its instructions and "
         "files are read when the agent decides to use it (skills/release-notes/).\n",
         highlight=False,
+    )
+
+
+async def _trace(root: Path) -> None:
+    """Step 9: every call left a trace; here is the skill call's, as `harness trace` shows it."""
+    where, records = await read_trace(WorkspaceManager(root), "guide", "skills", "ada")
+    assert records is not None
+    (call,) = summarize(records)
+    out.rule("9. The trace of a call")
+    out.print(timeline_table(call.call_id, records))
+    out.print(f"totals: {totals_line(call)}", **_PLAIN)
+    out.print(
+        f"  Every session has one ({where}); `harness trace skills --user ada --agent guide` "
+        "shows it, `--json` for scripts.\n",
+        **_PLAIN,
     )
 
 

@@ -33,6 +33,7 @@ from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
 from harness.cli.sessions import sessions_app
 from harness.cli.tasks import tasks_app
+from harness.cli.trace import trace_command
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
@@ -51,6 +52,7 @@ app = typer.Typer(
 app.add_typer(memory_app, name="memory")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(tasks_app, name="tasks")
+app.command("trace")(trace_command)
 
 
 def build_agent(workspace: Path | None, model: str | None, store: str | None) -> HarnessAgent:

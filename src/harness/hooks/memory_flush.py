@@ -20,11 +20,13 @@ queues its consolidation request behind it.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from harness.context import RuntimeContext
 from harness.kernel import Event, Hook, Msg, PostCall
-from harness.memory.flush import MemoryFlushManager
+from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 
@@ -45,7 +47,9 @@ class MemoryFlushHook(Hook):
         flush: MemoryFlushManager | None,
         transcript: TranscriptWriter | None,
         maintenance: MemoryMaintenance,
+        on_flush: Callable[[RuntimeContext, FlushResult, float], Awaitable[object]] | None = None,
     ) -> None:
+        self.on_flush = on_flush  # e.g. the trace's record of the flush
         self.flush = flush
         self.transcript = transcript
         self.maintenance = maintenance
@@ -57,6 +61,7 @@ class MemoryFlushHook(Hook):
 
     async def _record(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
         if self.flush is not None:
+            started = time.perf_counter()
             try:
                 result = await self.flush.flush(ctx, messages)
             except Exception as exc:
@@ -68,6 +73,8 @@ class MemoryFlushHook(Hook):
             else:
                 if result.path:
                     self.maintenance.schedule_index(result.path)
+                if self.on_flush is not None:
+                    await self.on_flush(ctx, result, time.perf_counter() - started)
         if self.transcript is not None:
             try:
                 appended = await self.transcript.offload(ctx, messages)

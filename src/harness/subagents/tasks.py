@@ -123,6 +123,7 @@ class TaskRepository:
         heartbeat_seconds: float = 10.0,
         stale_after_seconds: float = 60.0,
         clock: Clock = utc_now,
+        on_finish: Callable[[TaskRecord], Awaitable[object]] | None = None,
     ) -> None:
         if max_running < 1:
             msg = f"max_running must be at least 1, got {max_running}"
@@ -136,6 +137,7 @@ class TaskRepository:
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=stale_after_seconds)
         self.clock = clock
+        self.on_finish = on_finish  # e.g. the trace's record of the task
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._live: dict[str, tuple[TaskRecord, asyncio.Task[None]]] = {}
         self._slots: asyncio.Semaphore | None = None
@@ -303,6 +305,8 @@ class TaskRepository:
         if settled.status.terminal and settled.delivered_at is None:
             key = (settled.user_id, settled.session_id)
             self._undelivered.setdefault(key, {})[settled.task_id] = None
+        if self.on_finish is not None:
+            await self.on_finish(settled)
 
     async def _beat(self) -> None:
         """Refresh the records of this process's unfinished tasks; obey remote cancels."""

@@ -343,11 +343,13 @@ def scripted(*turns: dict[str, object]) -> ScriptedChatModel:
 
 
 def agent(workspace: Path, model: ScriptedChatModel) -> HarnessAgent:
+    """An agent with the built-in skills off and a hook that re-reads skills at every step."""
     return HarnessAgent(
         model=model,
         workspace=workspace,
         memory=None,
         subagents=None,
+        skills=False,
         hooks=[SkillsHook(WorkspaceManager(workspace), refresh_seconds=0)],
     )
 

@@ -1,0 +1,202 @@
+"""``harness trace SESSION``: a session's trace as a timeline, with what each call cost.
+
+Reads ``agents/<agent>/traces/<session>.jsonl`` of the user's namespace (the format is in
+:mod:`harness.observability.trace_file`) and prints, per call, one row per event (time since
+the call started, the event, its details) and a totals line: steps, tokens in and out, time in
+the model, in tools and elsewhere, tool calls, tool errors, evictions, compactions and errors;
+then the session's totals when it has several calls. ``--json`` prints the records and the
+totals instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from harness.agent import DEFAULT_AGENT_NAME
+from harness.cli._common import UserOpt, WorkspaceOpt, checked_workspace, run_async
+from harness.cli._output import out
+from harness.errors import ConfigError
+from harness.observability import CallSummary, read_trace, summarize, total
+
+__all__ = ["timeline_table", "totals_line", "trace_command"]
+
+PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+Record = Mapping[str, Any]
+
+
+def trace_command(
+    session: Annotated[str, typer.Argument(help="The session id.")],
+    workspace: WorkspaceOpt = None,
+    user: UserOpt = None,
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", help="The agent whose session it is.")
+    ] = DEFAULT_AGENT_NAME,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the records and totals as JSON.")
+    ] = False,
+) -> None:
+    """Show a session's trace: every event of every call, and what each call cost."""
+
+    async def _read() -> tuple[str, list[dict[str, Any]]]:
+        manager = await asyncio.to_thread(checked_workspace, workspace)
+        where, records = await read_trace(manager, agent, session, user)
+        if records is None:
+            whose = f" of user {user}" if user else ""
+            msg = (
+                f"no trace of session {session!r}{whose} for agent {agent!r}: looked for "
+                f"{manager.root / where}; traces are written by agents with tracing on "
+                "(check --workspace, --user and --agent)"
+            )
+            raise ConfigError(msg)
+        return where, records
+
+    where, records = run_async(_read())
+    calls = summarize(records)
+    if as_json:
+        data = {
+            "session_id": session,
+            "user_id": user,
+            "agent": agent,
+            "path": where,
+            "records": records,
+            "calls": [call.as_dict() for call in calls],
+            "total": total(calls).as_dict(),
+        }
+        out.print_json(json.dumps(data, ensure_ascii=False, default=str))
+        return
+    whose = f" for user {user}" if user else ""
+    out.print(
+        f"Trace of session {session} of agent {agent}{whose}: {len(records)} events, "
+        f"{len(calls)} calls ({where})",
+        **PLAIN,
+    )
+    by_id = {call.call_id: call for call in calls}
+    for call_id, group in _groups(records):
+        out.print()
+        out.print(timeline_table(call_id, group))
+        if call_id is not None and call_id in by_id:
+            out.print(f"totals: {totals_line(by_id[call_id])}", **PLAIN)
+    if len(calls) > 1:
+        out.print()
+        out.print(f"session totals ({len(calls)} calls): {totals_line(total(calls))}", **PLAIN)
+
+
+def _groups(records: Sequence[Record]) -> Iterator[tuple[str | None, list[Record]]]:
+    """Runs of consecutive records of the same call (None: outside any call)."""
+    current: list[Record] = []
+    current_id: str | None = None
+    for rec in records:
+        call_id = rec.get("call_id") if isinstance(rec.get("call_id"), str) else None
+        if current and call_id != current_id:
+            yield current_id, current
+            current = []
+        current_id = call_id
+        current.append(rec)
+    if current:
+        yield current_id, current
+
+
+def _seconds(ts: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(ts)).timestamp()
+    except ValueError:
+        return None
+
+
+def timeline_table(call_id: str | None, group: Sequence[Record]) -> Table:
+    """One call's events, a row each, with the time since the call began."""
+    first = group[0]
+    title = f"call {call_id}" if call_id else "outside a call"
+    table = Table("time", "event", title=f"{title} — {first.get('ts', '?')}")
+    table.add_column("details", overflow="fold")  # paths and ids in full, never cut
+    start = _seconds(first.get("ts"))
+    for rec in group:
+        elapsed = rec.get("elapsed_s")
+        if not isinstance(elapsed, int | float):
+            now = _seconds(rec.get("ts"))
+            elapsed = now - start if now is not None and start is not None else None
+        offset = f"+{elapsed:.3f}s" if elapsed is not None else "?"
+        table.add_row(offset, Text(str(rec.get("event", "?"))), Text(_details(rec)))
+    return table
+
+
+def _ms(value: Any) -> str:
+    return f"{value * 1000:.1f} ms" if isinstance(value, int | float) else "?"
+
+
+_COMMON = frozenset({"ts", "event", "agent", "session_id", "user_id", "call_id", "elapsed_s"})
+
+
+def _details(rec: Record) -> str:
+    """What a record says, in a few words."""
+    match rec.get("event"):
+        case "PreCall":
+            return f"{rec.get('inputs')} new messages, {rec.get('messages')} in the conversation"
+        case "PreReasoning":
+            return (
+                f"step {rec.get('step')}: {rec.get('messages')} messages, {rec.get('tools')} tools"
+            )
+        case "PostReasoning":
+            tokens = (
+                f"{rec.get('input_tokens')} in / {rec.get('output_tokens')} out tokens"
+                if rec.get("input_tokens") is not None
+                else "no usage reported"
+            )
+            calls = rec.get("tool_calls") or []
+            asks = f", calls {', '.join(map(str, calls))}" if calls else ""
+            return (
+                f"step {rec.get('step')}: {rec.get('model')}, {tokens}, "
+                f"{_ms(rec.get('latency_s'))}{asks}"
+            )
+        case "PreActing":
+            return f"{rec.get('tool')} ({rec.get('tool_call_id')})"
+        case "PostActing":
+            text = (
+                f"{rec.get('tool')}({rec.get('arguments', '')}) -> "
+                f"{rec.get('result_chars')} chars, {_ms(rec.get('latency_s'))}"
+            )
+            if rec.get("is_error"):
+                text += ", ERROR"
+            if rec.get("evicted"):
+                text += f", evicted to {rec.get('evicted_path')} ({rec.get('kept_chars')} kept)"
+            if rec.get("task_id"):
+                text += f", task {rec.get('task_id')}"
+            return text
+        case "PostCall":
+            return (
+                f"reply {rec.get('reply_chars')} chars after {rec.get('steps')} steps, "
+                f"{_ms(rec.get('latency_s'))}"
+            )
+        case "Error":
+            return f"{rec.get('type')}: {rec.get('message')} after {_ms(rec.get('latency_s'))}"
+        case "PreCompact":
+            return f"cutting {rec.get('cut')} messages, {rec.get('tokens_before')} tokens"
+        case "PostCompact":
+            return (
+                f"removed {rec.get('removed')} messages, tokens "
+                f"{rec.get('tokens_before')} -> {rec.get('tokens_after')}"
+            )
+    extra = {k: v for k, v in rec.items() if k not in _COMMON}
+    return " ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in extra.items()
+    )
+
+
+def totals_line(call: CallSummary) -> str:
+    """What a call (or a session) cost, in one line."""
+    return (
+        f"{call.outcome}, {call.steps} steps, tokens {call.input_tokens} in / "
+        f"{call.output_tokens} out, time {call.latency_s:.3f}s (model {call.model_s:.3f}s, "
+        f"tools {call.tools_s:.3f}s, other {call.other_s:.3f}s), {call.tool_calls} tool calls, "
+        f"{call.tool_errors} tool errors, {call.evictions} evictions, "
+        f"{call.compactions} compactions, {call.errors} errors"
+    )

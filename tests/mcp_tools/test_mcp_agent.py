@@ -1,0 +1,173 @@
+"""MCP tools through a HarnessAgent: MCPHook starts the servers at the first call."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from _mcp_helpers import SERVER, alive, stdio_server
+
+from harness import HarnessAgent, Hook, RuntimeContext
+from harness.errors import ConfigError
+from harness.kernel import Event, PreReasoning
+from harness.mcp import MCPHook, MCPServerConfig
+from harness.models import ScriptedChatModel
+
+
+class ToolNames(Hook):
+    """Records the tool names offered at each reasoning step."""
+
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning,)
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    async def on_event(self, event: Event) -> None:
+        assert isinstance(event, PreReasoning)
+        self.seen.append([tool.name for tool in event.tools])
+
+
+def agent_with(
+    workspace: Path, model: ScriptedChatModel, mcp: MCPHook, *hooks: Hook
+) -> HarnessAgent:
+    """The wiring the lead puts in HarnessAgent: the hook, then attach to the agent's toolkit."""
+    agent = HarnessAgent(model=model, workspace=workspace, memory=None, hooks=[mcp, *hooks])
+    mcp.attach(agent.delegate.toolkit)
+    return agent
+
+
+def tool_results(model: ScriptedChatModel) -> list[str]:
+    """The tool results in the conversation of the model's last request."""
+    return [result.text for message in model.requests[-1] for result in message.tool_results]
+
+
+async def test_the_model_calls_an_mcp_tool_and_gets_the_result(workspace: Path) -> None:
+    model = ScriptedChatModel(
+        [
+            {"tool_calls": [{"name": "calc__add", "input": {"a": 19, "b": 23}}]},
+            {"match": "42", "text": "19 + 23 = 42"},
+        ]
+    )
+    names = ToolNames()
+    mcp = MCPHook([stdio_server("calc")])
+    agent = agent_with(workspace, model, mcp, names)
+    try:
+        reply = await agent.call("what is 19 + 23?", ctx=RuntimeContext(session_id="s"))
+    finally:
+        await agent.aclose()
+        await mcp.aclose()
+
+    assert reply.text == "19 + 23 = 42"
+    assert tool_results(model) == ["42"]
+    assert "calc__add" in names.seen[0]  # offered from the first step
+    assert "calc__add" not in agent.delegate.toolkit  # aclose removed them
+
+
+async def test_a_server_that_crashes_mid_call_leaves_the_agent_working(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedChatModel(
+        [
+            {"tool_calls": [{"name": "calc__crash", "input": {}}]},
+            {"match": "stopped", "tool_calls": [{"name": "calc__add", "input": {"a": 1, "b": 2}}]},
+            {"match": "not running", "text": "the calculator is gone"},
+            {"text": "still here"},
+        ]
+    )
+    mcp = MCPHook([stdio_server("calc")])
+    agent = agent_with(workspace, model, mcp)
+    try:
+        first = await agent.call("crash it")
+        second = await agent.call("are you there?")
+    finally:
+        await mcp.aclose()
+
+    assert (first.text, second.text) == ("the calculator is gone", "still here")
+    assert tool_results(model) == [
+        "Error: MCPServerUnavailable: MCP server 'calc' stopped: it closed the connection "
+        "during a call of 'crash'",
+        "Error: MCPServerUnavailable: MCP server 'calc' is not running (it closed the "
+        "connection during a call of 'crash'); its tools cannot be used now",
+    ]
+    stopped = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(stopped) == 1
+
+
+async def test_a_missing_command_is_one_warning_and_the_agent_answers(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedChatModel([{"text": "hello", "repeat": True}])
+    names = ToolNames()
+    mcp = MCPHook([MCPServerConfig(name="ghost", command="/nonexistent/mcp-server")])
+    agent = agent_with(workspace, model, mcp, names)
+    try:
+        replies = [(await agent.call("hi")).text, (await agent.call("hi again")).text]
+    finally:
+        await mcp.aclose()
+
+    assert replies == ["hello", "hello"]
+    assert not any(name.startswith("ghost__") for name in names.seen[0])
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "MCP server 'ghost' is not available, the agent runs without its tools: "
+        "its command '/nonexistent/mcp-server' was not found"
+    ]
+
+
+async def test_servers_come_from_the_workspace_tools_json(workspace: Path) -> None:
+    (workspace / "tools.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {
+                        "command": sys.executable,
+                        "args": [str(SERVER)],
+                        "allow": ["echo", "pid"],
+                    }
+                }
+            }
+        )
+    )
+    model = ScriptedChatModel(
+        [
+            {"tool_calls": [{"name": "files__pid", "input": {}}]},
+            {"text": "done"},
+        ]
+    )
+    names = ToolNames()
+    # HarnessAgent's own MCPHook: the servers given in code and those of tools.json.
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        hooks=[names],
+        mcp_servers=[stdio_server("calc", allow=("add",))],
+    )
+    try:
+        assert (await agent.call("pid?")).text == "done"
+        pid = int(tool_results(model)[0])
+        assert alive(pid)
+    finally:
+        await agent.aclose()
+
+    assert {"calc__add", "files__echo", "files__pid"} <= set(names.seen[0])
+    assert "files__add" not in names.seen[0]
+    assert not alive(pid)
+
+
+async def test_a_malformed_tools_json_fails_the_call_with_a_clear_error(workspace: Path) -> None:
+    (workspace / "tools.json").write_text('{"mcpServers": {"x": {"command": "a", "url": "b"}}}')
+    model = ScriptedChatModel([{"text": "never"}])
+    agent = HarnessAgent(model=model, workspace=workspace, memory=None)
+    mcp = MCPHook(workspace=agent.workspace, toolkit=agent.delegate.toolkit)
+
+    with pytest.raises(ConfigError, match=r"^tools\.json: MCP server 'x' needs exactly one of"):
+        await mcp.start()
+
+
+async def test_a_hook_without_a_toolkit_says_so() -> None:
+    with pytest.raises(RuntimeError, match=r"call hook\.attach\(agent\.toolkit\) first"):
+        await MCPHook([]).start()
