@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -245,7 +246,8 @@ DEMO_SECTIONS = (
     "7. A subagent in the background",
     "8. A skill, loaded when needed",
     "9. The trace of a call",
-    "10. Files in the workspace",
+    "10. The same agent in a bubblewrap sandbox",
+    "11. Files in the workspace",
 )
 
 
@@ -325,8 +327,8 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     requests = split_requests(root / "demo-requests.jsonl")
     # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer;
     # then the spawn, its answer, the subagent's tool call and report, the answer to the notice;
-    # then load_skill, read_file and the answer
-    assert len(requests.agent) == 14
+    # then load_skill, read_file and the answer; then execute and the answer
+    assert len(requests.agent) == 16
     assert len(requests.flush) == 6  # one per call (the prefix was flushed already)
     assert len(requests.consolidation) == 1  # step 4
     assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
@@ -416,7 +418,16 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert [r["tool"] for r in trace if r["event"] == "PostActing"] == ["load_skill", "read_file"]
     assert "totals: ok, 3 steps" in section_text(stdout, 9)
     assert "2 tool calls, 0 tool errors" in section_text(stdout, 9)
-    # 10. The files: the transcript beside the session, the index beside the workspace.
+    # 10. The command ran in the sandbox: in ada's namespace, with no view of the host's home.
+    step10 = section_text(stdout, 10)
+    if shutil.which("bwrap") is None and not os.environ.get("CI"):
+        # Without bubblewrap (outside CI only) the tour says so and how to install it.
+        assert "apt-get install bubblewrap" in step10
+    else:
+        assert "execute -> Exit code: 0" in step10
+        assert "hello from /workspace" in step10
+        assert "ls: cannot access '/root'" in step10
+    # 11. The files: the transcript beside the session, the index beside the workspace.
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
         "delegation.flush.json",
@@ -430,7 +441,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[9] in line)
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[10] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
     assert listed == [
@@ -444,6 +455,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "subagents/log-analyst.md",
         "users/ada/MEMORY.md",
         "users/ada/agents/guide/context/delegation/messages.jsonl",
+        "users/ada/agents/guide/context/sandbox/messages.jsonl",
         "users/ada/agents/guide/context/skills/messages.jsonl",
         "users/ada/agents/guide/context/tour/messages.jsonl",
         "users/ada/agents/guide/sessions/delegation.flush.json",
@@ -457,6 +469,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         f"users/ada/agents/guide/tasks/{record_file.name}",
         f"users/ada/agents/guide/tasks/{result_file.name}",
         "users/ada/agents/guide/traces/delegation.jsonl",
+        "users/ada/agents/guide/traces/sandbox.jsonl",
         "users/ada/agents/guide/traces/skills.jsonl",
         "users/ada/agents/guide/traces/tour.jsonl",
         f"users/ada/agents/log-analyst/context/{child_session.name}/messages.jsonl",

@@ -22,6 +22,7 @@ from harness.cli._output import out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
+from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig
 from harness.memory.render import SUMMARY_NAME
@@ -104,6 +105,16 @@ DEMO_SCRIPT = {
             "match": "## Highlights",
             "text": "## Highlights\n- Subagents work in the background.\n\n## Fixes\n- None.",
         },
+        {
+            "match": "(?i)in the sandbox",
+            "tool_calls": [
+                {
+                    "name": "execute",
+                    "input": {"command": "echo hello from $(pwd); ls /root 2>&1 | head -1"},
+                }
+            ],
+        },
+        {"match": "Exit code:", "text": "The command ran in the sandbox."},
         {
             "match": "(?i)how far",
             "tool_calls": [{"name": "convert_miles", "input": {"miles": 26.2}}],
@@ -253,9 +264,10 @@ async def run_demo(workspace: Path | None) -> Path:
     await _delegation(root, script)
     await _skill(root, script)
     await _trace(root)
+    await _sandbox(root, script)
 
     # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
-    out.rule("10. Files in the workspace")
+    out.rule("11. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
@@ -397,6 +409,40 @@ async def _trace(root: Path) -> None:
         "shows it, `--json` for scripts.\n",
         **_PLAIN,
     )
+
+
+async def _sandbox(root: Path, script: Path) -> None:
+    """Step 10: the same workspace on the sandbox backend; the agent runs a shell command."""
+    ctx = RuntimeContext(session_id="sandbox", user_id="ada")
+    sandbox = SandboxFilesystem(root)
+    agent = HarnessAgent(
+        name="guide",
+        model=ScriptedChatModel.from_file(script),
+        workspace=root,
+        filesystem=sandbox,
+        memory=None,
+        subagents=None,
+    )
+    ask = "Run a command in the sandbox."
+    reply = await agent.call(ask, ctx=ctx)
+    await agent.aclose()
+    saved = await agent.sessions.load(ctx)
+    result = next(r.text for m in saved for r in m.tool_results)
+    problem = await sandbox.check()
+    body = Text()
+    body.append(f"you: {ask}\n", style="bold")
+    body.append(f"execute -> {result}\n\n", style="dim")
+    body.append(f"guide: {reply.text}", style="bold")
+    out.print(Panel(body, title="10. The same agent in a bubblewrap sandbox"))
+    out.print(
+        "  Only ada's namespace is writable (mounted at /workspace); the system is read-only, "
+        "there is no network and no host home."
+        if problem is None
+        else f"  The sandbox does not work on this machine: {problem}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print()
 
 
 def _skills_line(request: list[Msg]) -> str:
