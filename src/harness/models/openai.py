@@ -31,7 +31,9 @@ Answers, OpenAI to Harness
     - ``usage`` is the server's ``prompt_tokens`` / ``completion_tokens``, or ``None`` when the
       server sends none. ``stop_reason`` is the server's ``finish_reason`` as given.
     - A stream that ends before a single chunk arrives raises :class:`~harness.errors.ModelError`
-      rather than returning an empty answer.
+      rather than returning an empty answer. Some servers do that on purpose (llama.cpp's
+      server cannot stream tool calls with ``tool_choice="auto"``: HTTP 200, then nothing);
+      with ``stream_fallback=True`` such a request is sent once more without streaming.
 
 Errors
     :func:`_map_errors` is the one place where SDK exceptions become Harness exceptions. It
@@ -132,6 +134,8 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             ``OPENAI_BASE_URL``, then to OpenAI's own endpoint.
         stream: Stream answers (the default). ``False`` makes one plain request per call, for
             servers whose streaming is broken or missing.
+        stream_fallback: When a stream ends without any data, ask once more without streaming
+            instead of raising (llama.cpp's server does that for tools with ``"auto"``).
         max_retries: How often the SDK retries connection errors, 408, 409, 429 and 5xx.
         timeout: Seconds before one request attempt times out.
         options: Default request fields (``temperature``, ``max_tokens``, ``top_p``, ...).
@@ -152,6 +156,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         api_key: str | None = None,
         base_url: str | None = None,
         stream: bool = True,
+        stream_fallback: bool = False,
         max_retries: int = 2,
         timeout: float = 120.0,
         options: Mapping[str, Any] | None = None,
@@ -173,6 +178,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             ),
         )
         self._stream = stream
+        self._stream_fallback = stream_fallback
         self._options = checked_options(options or {}, _RESERVED_OPTIONS)
 
     async def stream(
@@ -196,36 +202,45 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         wire_tools = _to_openai_tools(tools)
         choice = body.pop("tool_choice", None)  # meaningless, and refused, without tools
         tool_choice = choice if wire_tools and choice is not None else openai.omit
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": wire_messages,
+            "tools": wire_tools if wire_tools else openai.omit,
+            "tool_choice": tool_choice,
+            "extra_body": body or None,
+        }
         with _map_errors(self._model, self.base_url):
             if not self._stream:
-                completion = await self._client.chat.completions.create(
-                    model=self._model,
-                    messages=wire_messages,
-                    tools=wire_tools if wire_tools else openai.omit,
-                    tool_choice=tool_choice,
-                    stream=False,
-                    extra_body=body or None,
-                )
-                yield self._from_completion(completion)
+                yield await self._complete(request)
                 return
             stream = await self._client.chat.completions.create(
-                model=self._model,
-                messages=wire_messages,
-                tools=wire_tools if wire_tools else openai.omit,
-                tool_choice=tool_choice,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_body=body or None,
+                **request, stream=True, stream_options={"include_usage": True}
             )
             answer = _StreamedAnswer(model=self._model)
             async with stream:
                 async for chunk in stream:
                     for delta in answer.add(chunk):
                         yield delta
+            if not answer.received_any and self._stream_fallback:
+                logger.warning(
+                    "%s: the stream ended without any data; asking again without streaming",
+                    self._model,
+                )
+                yield await self._complete(request)
+                return
         if not answer.received_any:
-            msg = f"OpenAI model {self._model!r}: the stream ended without any data"
+            msg = (
+                f"OpenAI model {self._model!r}: the stream ended without any data (some servers "
+                "cannot stream every request, e.g. llama.cpp with tools and tool_choice auto; "
+                "pass stream_fallback=True to ask again without streaming)"
+            )
             raise ModelError(msg)
         yield answer.response()
+
+    async def _complete(self, request: Mapping[str, Any]) -> ChatResponse:
+        """One request without streaming."""
+        completion = await self._client.chat.completions.create(**request, stream=False)
+        return self._from_completion(completion)
 
     def _from_completion(self, completion: ChatCompletion) -> ChatResponse:
         choices = getattr(completion, "choices", None) or []

@@ -401,7 +401,45 @@ async def test_a_stream_without_any_chunk_raises(
         await collect(model)
 
     assert type(caught.value) is ModelError
-    assert str(caught.value) == "OpenAI model 'gpt-test': the stream ended without any data"
+    assert str(caught.value).startswith(
+        "OpenAI model 'gpt-test': the stream ended without any data"
+    )
+    assert "stream_fallback=True" in str(caught.value)
+
+
+async def test_an_empty_stream_is_asked_again_without_streaming_when_configured(
+    server: OpenAIServer,
+) -> None:
+    # What llama.cpp's server does with tools and tool_choice "auto": 200, then nothing.
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", stream_fallback=True
+    )
+    server.queue_raw_stream(b"")
+    server.queue_json(
+        {
+            "id": "chatcmpl-2",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "gpt-test",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "Answered plainly."},
+                }
+            ],
+        }
+    )
+
+    chunks, response = await collect(model)
+    await model.aclose()
+
+    assert chunks == []
+    assert response.content == [TextBlock(text="Answered plainly.")]
+    first, second = server.bodies
+    assert first["stream"] is True
+    assert second.get("stream") in (False, None)
+    assert second["messages"] == first["messages"]
 
 
 # -- non-streaming mode -----------------------------------------------------------------------
