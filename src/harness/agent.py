@@ -192,6 +192,9 @@ class HarnessAgent:
         if trace:
             # 0: sees every event before anyone changes it
             chain.append(AgentTraceHook(self.workspace, agent_name=name, otel=otel))
+        # 1: the MCP servers' tools are in the toolkit before any other hook looks at it
+        self.mcp = MCPHook(mcp_servers, workspace=self.workspace)
+        chain.append(self.mcp)
         self.maintenance: MemoryMaintenance | None = None
         self.compactions = CompactionLog(self.workspace, name)
         transcript = TranscriptWriter(self.workspace, name)
@@ -255,11 +258,6 @@ class HarnessAgent:
         self.subagents: SubagentsHook | None = None
         self._shutdown_grace = 0.0
         if subagents is not None:
-            config = (
-                subagents
-                if isinstance(subagents, SubagentsConfig)
-                else SubagentsConfig(declarations=tuple(subagents))
-            )
             settings = ChildSettings(
                 model=self.model,
                 workspace=self.workspace,
@@ -274,32 +272,8 @@ class HarnessAgent:
                 workspace_context=workspace_context,
                 trace=trace,
             )
-            catalog = SubagentCatalog(
-                self.workspace,
-                config.declarations,
-                general_purpose=general_purpose(max_iters) if config.general_purpose else None,
-                refresh_seconds=config.refresh_seconds,
-            )
-            self.tasks = TaskRepository(
-                self.workspace,
-                name,
-                max_running=config.max_running,
-                heartbeat_seconds=config.heartbeat_seconds,
-                stale_after_seconds=config.stale_after_seconds,
-                on_finish=self._trace_task if trace else None,
-            )
-            spawning = SubagentTools(
-                catalog=catalog, settings=settings, tasks=self.tasks, config=config
-            )
             # 80: sees the conversation as compaction and eviction left it
-            self.subagents = SubagentsHook(
-                catalog, self.tasks, spawning, notice_lines=config.notice_lines
-            )
-            self._shutdown_grace = config.shutdown_grace_seconds
-            chain.append(self.subagents)
-        # 1: the servers' tools are in the toolkit before any other hook looks at it
-        self.mcp = MCPHook(mcp_servers, workspace=self.workspace)
-        chain.append(self.mcp)
+            chain.append(self._delegation(subagents, settings, trace=trace))
         if skills:
             # 85: lists the workspace's skills after the subagents section
             chain.append(SkillsHook(self.workspace))
@@ -430,6 +404,42 @@ class HarnessAgent:
         await self.delegate.hooks.dispatch(event)
         if isinstance(event, PostCompact):
             await self.compactions.append(event.ctx, event.details)
+
+    def _delegation(
+        self,
+        subagents: SubagentsConfig | Sequence[Declaration],
+        settings: ChildSettings,
+        *,
+        trace: bool,
+    ) -> SubagentsHook:
+        """The subagents hook, with its catalog, task repository and tools."""
+        config = (
+            subagents
+            if isinstance(subagents, SubagentsConfig)
+            else SubagentsConfig(declarations=tuple(subagents))
+        )
+        catalog = SubagentCatalog(
+            self.workspace,
+            config.declarations,
+            general_purpose=general_purpose(settings.max_iters) if config.general_purpose else None,
+            refresh_seconds=config.refresh_seconds,
+        )
+        self.tasks = TaskRepository(
+            self.workspace,
+            self.name,
+            max_running=config.max_running,
+            heartbeat_seconds=config.heartbeat_seconds,
+            stale_after_seconds=config.stale_after_seconds,
+            on_finish=self._trace_task if trace else None,
+        )
+        spawning = SubagentTools(
+            catalog=catalog, settings=settings, tasks=self.tasks, config=config
+        )
+        self.subagents = SubagentsHook(
+            catalog, self.tasks, spawning, notice_lines=config.notice_lines
+        )
+        self._shutdown_grace = config.shutdown_grace_seconds
+        return self.subagents
 
     async def _trace_flush(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:
         await record(
