@@ -197,18 +197,7 @@ class LocalFilesystem(AbstractFilesystem):
             raise TypeError(msg)
         check_path(path, self.scope, ctx)
         rel = normalize(path)
-        for name in rel.split("/") if rel else ():
-            try:
-                size = len(name.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                msg = f"path {_show(path)} is not valid text; use a UTF-8 name"
-                raise _BadName(msg) from exc
-            if size > MAX_NAME_BYTES:
-                msg = (
-                    f"path {_show(path)} has a name of {size} bytes; names are limited to "
-                    f"{MAX_NAME_BYTES} bytes, use a shorter one"
-                )
-                raise _BadName(msg)
+        _check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
         namespace = self.root.resolve() / prefix if prefix else self.root.resolve()
         lexical = namespace / rel if rel else namespace
@@ -756,6 +745,26 @@ def _storage(path: str, operation: Callable[[], _R]) -> _R:
     except OSError as exc:
         msg = f"cannot access {_show(path)}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
+
+
+def _check_names(path: str, rel: str) -> None:
+    """Refuse a name that is not text or too long for the file system (as every backend does).
+
+    Raises:
+        _BadName: Naming the problem.
+    """
+    for name in rel.split("/") if rel else ():
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            msg = f"path {_show(path)} is not valid text; use a UTF-8 name"
+            raise _BadName(msg) from exc
+        if size > MAX_NAME_BYTES:
+            msg = (
+                f"path {_show(path)} has a name of {size} bytes; names are limited to "
+                f"{MAX_NAME_BYTES} bytes, use a shorter one"
+            )
+            raise _BadName(msg)
 
 
 def _refusal(exc: PathOutsideWorkspace) -> FsError:

@@ -62,15 +62,13 @@ from harness.filesystem.base import (
 )
 from harness.filesystem.local import (
     DEFAULT_MAX_FILE_BYTES,
-    MAX_NAME_BYTES,
-    _BadName,
+    _check_names,
     _clean_pattern,
     _exists_message,
     _Fail,
     _glob_regex,
     _match_line_endings,
     _refusal,
-    _show,
     _split_lines,
     _text_of,
 )
@@ -229,18 +227,7 @@ class RemoteFilesystem(AbstractFilesystem):
             raise TypeError(msg)
         key = check_path(path, self.scope, ctx)
         rel = normalize(path)
-        for name in rel.split("/") if rel else ():
-            try:
-                size = len(name.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                msg = f"path {_show(path)} is not valid text; use a UTF-8 name"
-                raise _BadName(msg) from exc
-            if size > MAX_NAME_BYTES:
-                msg = (
-                    f"path {_show(path)} has a name of {size} bytes; names are limited to "
-                    f"{MAX_NAME_BYTES} bytes, use a shorter one"
-                )
-                raise _BadName(msg)
+        _check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
         hidden = None
         if ctx is not None and not prefix and self.scope is IsolationScope.USER:
