@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,28 @@ def test_an_unknown_store_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
     result = cli.run("run", "hi", "-w", tmp_path / "w", "-m", "scripted:x", "--store", "ftp://x")
     assert result.returncode == 2
     assert "unknown store 'ftp://x'; use redis://host:port/db" in result.stderr
+
+
+def test_tasks_are_listed_from_the_store(cli: Cli, tmp_path: Path, redis_url: str) -> None:
+    spawn = {"agent_id": "general-purpose", "task": "Count to two.", "timeout_seconds": 0}
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            NO_MEMORIES,
+            {"match": "^count", "tool_calls": [{"name": "agent_spawn", "input": spawn}]},
+            {"match": "status: accepted", "text": "started"},
+            {"match": "Count to two", "text": "one, two"},
+        ],
+    )
+    common = ("-w", tmp_path / "worker", "-u", "ann")
+    ran = cli.run("run", "count", *common, "-m", f"scripted:{script}", "--store", redis_url)
+    assert ran.returncode == 0, ran
+
+    listed = cli.run("tasks", "list", *common, "--json", "--store", redis_url)
+    assert listed.returncode == 0, listed
+    (task,) = json.loads(listed.stdout)
+    assert task["status"] == "completed"
+    shown = cli.run("tasks", "show", task["task_id"], *common, "--store", redis_url)
+    assert shown.stdout.rstrip().endswith("Result:\none, two")
+    # The worker's own disk holds none of it.
+    assert "No background tasks." in cli.run("tasks", "list", *common).stdout

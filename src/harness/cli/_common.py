@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+import os
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -12,6 +14,7 @@ import typer
 from harness.agent import default_workspace
 from harness.cli._output import err
 from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "WorkspaceOpt",
     "checked_workspace",
     "not_blank",
+    "opened_workspace",
     "run_async",
 ]
 
@@ -48,6 +52,27 @@ def checked_workspace(path: Path | None) -> WorkspaceManager:
     manager = WorkspaceManager(path or default_workspace())
     manager.check()
     return manager
+
+
+@contextlib.asynccontextmanager
+async def opened_workspace(path: Path | None, store: str | None) -> AsyncIterator[WorkspaceManager]:
+    """The workspace a command reads: the local one, or the one kept in ``--store``.
+
+    With a store (``--store`` or ``$HARNESS_STORE``), the files are read from it and the local
+    directory only anchors the workspace; the store's connection is closed on the way out.
+    """
+    manager = await asyncio.to_thread(checked_workspace, path)
+    url = store or os.environ.get(STORE_ENV)
+    if not url:
+        yield manager
+        return
+    from harness.filesystem.remote import RemoteFilesystem
+
+    kv = open_store(url)
+    try:
+        yield WorkspaceManager(manager.root, RemoteFilesystem(kv))
+    finally:
+        await kv.aclose()
 
 
 def not_empty(value: str | None) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import UserOpt, WorkspaceOpt, checked_workspace, run_async
+from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
 from harness.cli._output import out
 from harness.errors import ConfigError
 from harness.subagents import TaskRecord, TaskRepository, TaskStatus
@@ -24,10 +23,6 @@ AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent that sta
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 TaskArg = Annotated[str, typer.Argument(help="The task id (task_...).")]
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
-
-
-def _repository(workspace: Any, agent: str) -> TaskRepository:
-    return TaskRepository(checked_workspace(workspace), agent)
 
 
 async def _found(repo: TaskRepository, task_id: str, user: str | None) -> TaskRecord:
@@ -59,6 +54,7 @@ def list_command(
         str | None, typer.Option("--session", "-s", help="Only tasks started in this session.")
     ] = None,
     as_json: JsonOpt = False,
+    store: StoreOpt = None,
 ) -> None:
     """List the tasks, oldest first; a lost worker's tasks show as failed."""
     try:
@@ -68,8 +64,9 @@ def list_command(
         raise typer.BadParameter(f"use one of: {choices}", param_hint="--status") from None
 
     async def _list() -> list[TaskRecord]:
-        repo = await asyncio.to_thread(_repository, workspace, agent)
-        return await repo.records(user, status=only, session_id=session)
+        async with opened_workspace(workspace, store) as manager:
+            repo = TaskRepository(manager, agent)
+            return await repo.records(user, status=only, session_id=session)
 
     records = run_async(_list())
     if as_json:
@@ -98,13 +95,15 @@ def show_command(
     user: UserOpt = None,
     agent: AgentOpt = DEFAULT_AGENT_NAME,
     as_json: JsonOpt = False,
+    store: StoreOpt = None,
 ) -> None:
     """Show one task: its state and its full result or error."""
 
     async def _show() -> tuple[TaskRecord, str | None]:
-        repo = await asyncio.to_thread(_repository, workspace, agent)
-        record = await _found(repo, task_id, user)
-        return record, await repo.result(record)
+        async with opened_workspace(workspace, store) as manager:
+            repo = TaskRepository(manager, agent)
+            record = await _found(repo, task_id, user)
+            return record, await repo.result(record)
 
     record, result = run_async(_show())
     if as_json:
@@ -119,15 +118,17 @@ def cancel_command(
     workspace: WorkspaceOpt = None,
     user: UserOpt = None,
     agent: AgentOpt = DEFAULT_AGENT_NAME,
+    store: StoreOpt = None,
 ) -> None:
     """Cancel a pending or running task; the process running it stops it at its next heartbeat."""
 
     async def _cancel() -> tuple[TaskRecord, bool]:
-        repo = await asyncio.to_thread(_repository, workspace, agent)
-        record = await _found(repo, task_id, user)
-        if record.status.terminal:
-            return record, False
-        return await repo.cancel(task_id, user) or record, True
+        async with opened_workspace(workspace, store) as manager:
+            repo = TaskRepository(manager, agent)
+            record = await _found(repo, task_id, user)
+            if record.status.terminal:
+                return record, False
+            return await repo.cancel(task_id, user) or record, True
 
     record, changed = run_async(_cancel())
     if changed:
