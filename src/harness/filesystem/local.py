@@ -308,20 +308,7 @@ class LocalFilesystem(AbstractFilesystem):
     ) -> ReadResult:
         target = self._resolve(path, ctx)
         raw, modified = self._read_file(target, path)
-        text = _text_of(target.path.name, raw)
-        if text is None:
-            content = base64.b64encode(raw).decode("ascii")
-            return ReadResult(FileData(content, "base64", modified_at=modified))
-        lines = _split_lines(text)
-        if lines and offset >= len(lines):
-            raise _Fail(
-                FsErrorCode.INVALID_PATH,
-                f"offset {offset} is past the end of '{path}' ({len(lines)} lines); "
-                f"use an offset below {len(lines)}",
-            )
-        end = offset + limit if limit else len(lines)
-        content = "".join(lines[offset:end])
-        return ReadResult(FileData(content, modified_at=modified, total_lines=len(lines)))
+        return _read_result(target.path.name, raw, modified, path, offset, limit)
 
     def _read_file(self, target: _Target, path: str) -> tuple[bytes, float]:
         """A file's bytes and modification time, or the tool error saying why not."""
@@ -745,6 +732,30 @@ def _storage(path: str, operation: Callable[[], _R]) -> _R:
     except OSError as exc:
         msg = f"cannot access {_show(path)}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
+
+
+def _read_result(
+    name: str, raw: bytes, modified: float | None, path: str, offset: int, limit: int | None
+) -> ReadResult:
+    """The lines a read asked for (or the whole file, base64, when it is not text).
+
+    Raises:
+        _Fail: ``offset`` is past the end of a non-empty file.
+    """
+    text = _text_of(name, raw)
+    if text is None:
+        content = base64.b64encode(raw).decode("ascii")
+        return ReadResult(FileData(content, "base64", modified_at=modified))
+    lines = _split_lines(text)
+    if lines and offset >= len(lines):
+        raise _Fail(
+            FsErrorCode.INVALID_PATH,
+            f"offset {offset} is past the end of '{path}' ({len(lines)} lines); "
+            f"use an offset below {len(lines)}",
+        )
+    end = offset + limit if limit else len(lines)
+    content = "".join(lines[offset:end])
+    return ReadResult(FileData(content, modified_at=modified, total_lines=len(lines)))
 
 
 def _check_names(path: str, rel: str) -> None:

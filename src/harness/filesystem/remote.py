@@ -45,7 +45,6 @@ from harness.filesystem.base import (
     MISSING,
     AbstractFilesystem,
     EditResult,
-    FileData,
     FileInfo,
     FsError,
     FsErrorCode,
@@ -68,8 +67,8 @@ from harness.filesystem.local import (
     _Fail,
     _glob_regex,
     _match_line_endings,
+    _read_result,
     _refusal,
-    _split_lines,
     _text_of,
 )
 from harness.stores.base import BaseStore, Item, Namespace
@@ -343,20 +342,8 @@ class RemoteFilesystem(AbstractFilesystem):
         target = self._resolve(path, ctx)
         item = await self._readable(target, path)
         raw, modified = _decode(item), _modified(item)
-        text = _text_of(target.rel.rpartition("/")[2], raw)
-        if text is None:
-            content = base64.b64encode(raw).decode("ascii")
-            return ReadResult(FileData(content, "base64", modified_at=modified))
-        lines = _split_lines(text)
-        if lines and offset >= len(lines):
-            raise _Fail(
-                FsErrorCode.INVALID_PATH,
-                f"offset {offset} is past the end of '{path}' ({len(lines)} lines); "
-                f"use an offset below {len(lines)}",
-            )
-        end = offset + limit if limit else len(lines)
-        content = "".join(lines[offset:end])
-        return ReadResult(FileData(content, modified_at=modified, total_lines=len(lines)))
+        name = target.rel.rpartition("/")[2]
+        return _read_result(name, raw, modified, path, offset, limit)
 
     async def write(
         self, path: str, content: str, ctx: RuntimeContext | None = None
