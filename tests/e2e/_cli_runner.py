@@ -41,6 +41,11 @@ REMOVED_ENV: Final = (
     "PYTHONDEVMODE",
 )
 
+BASE_ENV: Final = {k: v for k, v in os.environ.items() if k not in REMOVED_ENV}
+"""The environment the commands inherit, taken once at import in the main thread: reading
+``os.environ`` from the worker threads that run commands side by side races with pytest
+rewriting ``PYTEST_CURRENT_TEST`` and can raise ``KeyError``."""
+
 TIMEOUT_S: Final = 60.0
 
 TRACE_EVENTS: Final = ("PreCall", "PreReasoning", "PostReasoning", "PostCall")
@@ -84,7 +89,7 @@ class Cli:
     cwd: Path
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in REMOVED_ENV}
+        env = dict(BASE_ENV)
         env["HOME"] = str(self.home)
         env["PYTHONWARNINGS"] = "error"  # a warning in the command is a failure, as in pytest
         env.update(extra or {})
