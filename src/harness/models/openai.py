@@ -30,10 +30,13 @@ Answers, OpenAI to Harness
       answers with an error result that quotes it, and the model can try again.
     - ``usage`` is the server's ``prompt_tokens`` / ``completion_tokens``, or ``None`` when the
       server sends none. ``stop_reason`` is the server's ``finish_reason`` as given.
-    - A stream that ends before a single chunk arrives raises :class:`~harness.errors.ModelError`
-      rather than returning an empty answer. Some servers do that on purpose (llama.cpp's
-      server cannot stream tool calls with ``tool_choice="auto"``: HTTP 200, then nothing);
-      with ``stream_fallback=True`` such a request is sent once more without streaming.
+    - A stream that ends before a single chunk arrives is never taken for an empty answer.
+      llama.cpp's server does that whenever the request fails after its HTTP 200 (tool calls
+      with ``tool_choice="auto"``, which it cannot stream; a prompt over its context), or cuts
+      the connection. So such a request is sent once more without streaming
+      (``stream_fallback``, on by default), which gets the answer or the real error, such as
+      the ``context_length_exceeded`` 400 that the overflow recovery needs. With
+      ``stream_fallback=False`` it raises :class:`~harness.errors.ModelError`.
 
 Errors
     :func:`_map_errors` is the one place where SDK exceptions become Harness exceptions. It
@@ -135,7 +138,8 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         stream: Stream answers (the default). ``False`` makes one plain request per call, for
             servers whose streaming is broken or missing.
         stream_fallback: When a stream ends without any data, ask once more without streaming
-            instead of raising (llama.cpp's server does that for tools with ``"auto"``).
+            (the default) instead of raising; llama.cpp's server streams nothing when a request
+            fails after its HTTP 200.
         max_retries: How often the SDK retries connection errors, 408, 409, 429 and 5xx.
         timeout: Seconds before one request attempt times out.
         options: Default request fields (``temperature``, ``max_tokens``, ``top_p``, ...).
@@ -156,7 +160,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         api_key: str | None = None,
         base_url: str | None = None,
         stream: bool = True,
-        stream_fallback: bool = False,
+        stream_fallback: bool = True,
         max_retries: int = 2,
         timeout: float = 120.0,
         options: Mapping[str, Any] | None = None,
@@ -213,16 +217,25 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             if not self._stream:
                 yield await self._complete(request)
                 return
-            stream = await self._client.chat.completions.create(
-                **request, stream=True, stream_options={"include_usage": True}
-            )
             answer = _StreamedAnswer(model=self._model)
-            async with stream:
-                async for chunk in stream:
-                    for delta in answer.add(chunk):
-                        yield delta
+            try:
+                stream = await self._client.chat.completions.create(
+                    **request, stream=True, stream_options={"include_usage": True}
+                )
+                async with stream:
+                    async for chunk in stream:
+                        for delta in answer.add(chunk):
+                            yield delta
+            except openai.APITimeoutError:
+                raise
+            except openai.APIConnectionError:
+                # A failing llama.cpp server may cut the connection rather than close the
+                # stream, before or after its HTTP 200: with nothing received, that is the same
+                # empty stream. (A server that cannot be reached fails the plain request too.)
+                if answer.received_any or not self._stream_fallback:
+                    raise
             if not answer.received_any and self._stream_fallback:
-                logger.warning(
+                logger.info(
                     "%s: the stream ended without any data; asking again without streaming",
                     self._model,
                 )

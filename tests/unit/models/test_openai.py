@@ -392,13 +392,17 @@ def test_options_may_not_replace_fields_the_adapter_sets() -> None:
 
 
 @pytest.mark.parametrize("body", [b"", b"data: [DONE]\n\n"], ids=["closed", "done-only"])
-async def test_a_stream_without_any_chunk_raises(
-    model: OpenAIChatModel, server: OpenAIServer, body: bytes
+async def test_a_stream_without_any_chunk_raises_without_the_fallback(
+    server: OpenAIServer, body: bytes
 ) -> None:
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", stream_fallback=False
+    )
     server.queue_raw_stream(body)
 
     with pytest.raises(ModelError) as caught:
         await collect(model)
+    await model.aclose()
 
     assert type(caught.value) is ModelError
     assert str(caught.value).startswith(
@@ -407,13 +411,44 @@ async def test_a_stream_without_any_chunk_raises(
     assert "stream_fallback=True" in str(caught.value)
 
 
-async def test_an_empty_stream_is_asked_again_without_streaming_when_configured(
+async def test_a_stream_cut_before_any_chunk_is_asked_again_without_streaming(
     server: OpenAIServer,
 ) -> None:
-    # What llama.cpp's server does with tools and tool_choice "auto": 200, then nothing.
-    model = OpenAIChatModel(
-        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", stream_fallback=True
+    model = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=f"{server.url}/v1")
+    # A body shorter than its Content-Length: the connection ends in the middle of the response.
+    server.queue(
+        Reply(200, b"data: ", {"content-type": "text/event-stream", "content-length": "99"})
     )
+    server.queue_json(
+        {
+            "id": "chatcmpl-3",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "gpt-test",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "After the cut."},
+                }
+            ],
+        }
+    )
+
+    chunks, response = await collect(model)
+    await model.aclose()
+
+    assert chunks == []
+    assert response.content == [TextBlock(text="After the cut.")]
+    assert [body["stream"] for body in server.bodies] == [True, False]
+
+
+async def test_an_empty_stream_is_asked_again_without_streaming_by_default(
+    server: OpenAIServer,
+) -> None:
+    # What llama.cpp's server does with tools and tool_choice "auto", or with a prompt over its
+    # context: 200, then nothing. Asked again without streaming, it answers or says what is wrong.
+    model = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=f"{server.url}/v1")
     server.queue_raw_stream(b"")
     server.queue_json(
         {
