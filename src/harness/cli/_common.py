@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from harness.agent import default_workspace
 from harness.cli._output import err
 from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
 
 __all__ = [
+    "ContextWindowOpt",
     "ModelOpt",
+    "ModelOptionOpt",
     "SessionOpt",
     "StoreOpt",
     "UserOpt",
     "VerboseOpt",
     "WorkspaceOpt",
     "checked_workspace",
+    "model_options",
     "not_blank",
     "opened_workspace",
     "run_async",
@@ -102,7 +108,7 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="openai:<model>, anthropic:<model> or scripted:<file>.",
+        help="openai:<model>, anthropic:<model>, local[:<file.gguf>] or scripted:<file>.",
         show_default="$HARNESS_MODEL",
     ),
 ]
@@ -115,6 +121,52 @@ StoreOpt = Annotated[
         show_default="$HARNESS_STORE, else the local workspace",
     ),
 ]
+ContextWindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1,
+        help="The model's context window in tokens: compaction keeps the conversation well "
+        "inside it, and a local model allocates that much.",
+        show_default=f"$HARNESS_CONTEXT_WINDOW, else {DEFAULT_LOCAL_CONTEXT_WINDOW} for a local "
+        "model, else unknown",
+    ),
+]
+
+
+def key_value(pairs: list[str] | None) -> list[str] | None:
+    """Check that each ``--option`` is KEY=VALUE; :func:`model_options` reads them."""
+    for pair in pairs or []:
+        key, sep, _ = pair.partition("=")
+        if not sep or not key.strip():
+            msg = f"{pair!r} is not KEY=VALUE (e.g. -o max_tokens=256)"
+            raise typer.BadParameter(msg)
+    return pairs
+
+
+def model_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``--option`` pairs as request fields; a value that parses as JSON is that JSON value."""
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, _, raw = pair.partition("=")
+        try:
+            options[key.strip()] = json.loads(raw)
+        except ValueError:
+            options[key.strip()] = raw
+    return options
+
+
+ModelOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        help="A model option as KEY=VALUE, sent with every request; repeatable. Values are "
+        "JSON where they parse: -o max_tokens=256 -o temperature=0.2 -o tool_choice=auto.",
+        callback=key_value,
+        show_default=False,
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show the agent trace on stderr.")
 ]
@@ -125,10 +177,11 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except (ConfigError, WorkspaceError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     except HarnessError as exc:
-        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        message = f"{type(exc).__name__}: {exc}"
+        err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("interrupted; the session keeps every completed turn")

@@ -9,22 +9,29 @@ workspace), 1 for failures while running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from harness.agent import HarnessAgent
 from harness.cli._common import (
+    ContextWindowOpt,
     ModelOpt,
+    ModelOptionOpt,
     SessionOpt,
     StoreOpt,
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
     checked_workspace,
+    model_options,
     not_blank,
     run_async,
 )
@@ -34,9 +41,11 @@ from harness.cli.memory import memory_app
 from harness.cli.sessions import sessions_app
 from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
+from harness.compaction import CompactionConfig
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
+from harness.models import context_window_from, resolve_model
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import init_workspace
 
@@ -55,14 +64,58 @@ app.add_typer(tasks_app, name="tasks")
 app.command("trace")(trace_command)
 
 
-def build_agent(workspace: Path | None, model: str | None, store: str | None) -> HarnessAgent:
-    """The agent for a command, after checking the workspace is usable."""
-    url = store or os.environ.get(STORE_ENV) or None
-    return HarnessAgent(
-        model=model or "",
-        workspace=checked_workspace(workspace).root,
-        store=open_store(url) if url else None,
+def cli_compaction(context_window: int | None) -> CompactionConfig:
+    """Compaction for the command line, which keeps sessions going across any number of turns.
+
+    With a known window, compact at half of it and keep a fifth: the system prompt and the
+    tools, which the trigger does not count, take much of a small model's window. The summary's
+    input is held to half the window, so the summarizer's own request fits.
+    """
+    if context_window is None:
+        return CompactionConfig()
+    return CompactionConfig(
+        trigger_fraction=0.5,
+        keep_fraction=0.2,
+        context_window=context_window,
+        max_summary_input_tokens=max(1, context_window // 2),
     )
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """What ``run`` and ``chat`` take to build their agent."""
+
+    workspace: Path | None
+    model: str | None
+    store: str | None
+    context_window: int | None
+    options: list[str] | None
+
+
+@contextlib.asynccontextmanager
+async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
+    """The agent of ``run`` and ``chat``, with compaction sized to the model's window.
+
+    The model is built here, not by the agent, to learn its window first; so it is closed here.
+    """
+    window = given.context_window or context_window_from(os.environ)
+    llm = await asyncio.to_thread(
+        resolve_model, given.model, context_window=window, options=model_options(given.options)
+    )
+    url = given.store or os.environ.get(STORE_ENV) or None
+    try:
+        manager = await asyncio.to_thread(checked_workspace, given.workspace)
+        async with HarnessAgent(
+            model=llm,
+            workspace=manager.root,
+            store=open_store(url) if url else None,
+            compaction=cli_compaction(window or getattr(llm, "context_window", None)),
+        ) as agent:
+            yield agent
+    finally:
+        close = getattr(llm, "aclose", None)
+        if close is not None:
+            await close()
 
 
 @app.command()
@@ -100,14 +153,17 @@ def run(
     user: UserOpt = None,
     model: ModelOpt = None,
     store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
     verbose: VerboseOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
 ) -> None:
     """Run one turn and print the reply."""
     setup_logging(verbose)
+    given = AgentOptions(workspace, model, store, context_window, option)
 
     async def _run() -> tuple[str, str]:
-        async with await asyncio.to_thread(build_agent, workspace, model, store) as agent:
+        async with opened_agent(given) as agent:
             reply = await agent.call(prompt, ctx=RuntimeContext(session_id=session, user_id=user))
             return reply.id, reply.text
 
@@ -126,17 +182,20 @@ def chat(
     user: UserOpt = None,
     model: ModelOpt = None,
     store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits."""
     setup_logging(verbose)
-    run_async(_chat(workspace, session, user, model, store))
+    given = AgentOptions(workspace, model, store, context_window, option)
+    run_async(_chat(opened_agent(given), session, user))
 
 
 async def _chat(
-    workspace: Path | None, session: str, user: str | None, model: str | None, store: str | None
+    opened: contextlib.AbstractAsyncContextManager[HarnessAgent], session: str, user: str | None
 ) -> None:
-    async with await asyncio.to_thread(build_agent, workspace, model, store) as agent:
+    async with opened as agent:
         err.print(
             f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False
         )
@@ -163,7 +222,8 @@ async def _chat(
                 # One failed turn (a model error, say) does not end the chat; the session keeps
                 # the question, so the user can simply try again.
                 out.print()
-                err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+                message = escape(f"{type(exc).__name__}: {exc}")
+                err.print(f"[red]error:[/red] {message}", highlight=False)
 
 
 async def _chat_turn(agent: HarnessAgent, text: str, ctx: RuntimeContext) -> None:

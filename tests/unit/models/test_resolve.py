@@ -18,7 +18,7 @@ from harness.models import (
     resolve_model,
 )
 
-SPECS = "openai:<model>, anthropic:<model> or scripted:<path>"
+SPECS = "openai:<model>, anthropic:<model>, local[:<file.gguf>] or scripted:<path>"
 
 
 @pytest.fixture(autouse=True)
@@ -84,6 +84,34 @@ async def test_openai_with_key_and_base_url_talks_to_that_server(server: OpenAIS
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-local"
     assert request.body["model"] == "qwen2.5-7b"
+
+
+async def test_options_are_sent_with_every_request(server: OpenAIServer) -> None:
+    env = {"OPENAI_API_KEY": "sk-local", "OPENAI_BASE_URL": f"{server.url}/v1"}
+    server.queue_stream(
+        [{"choices": [{"index": 0, "delta": {"content": "pong"}, "finish_reason": "stop"}]}]
+    )
+
+    model = resolve_model("openai:m", env=env, options={"max_tokens": 7, "temperature": 0.5})
+    assert isinstance(model, OpenAIChatModel)
+    await complete(model, [Msg(role="user", content="ping")])
+    await model.aclose()
+
+    [request] = server.requests
+    assert (request.body["max_tokens"], request.body["temperature"]) == (7, 0.5)
+
+
+def test_an_option_the_adapter_sets_itself_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"^options cannot set stream: the adapter sets"):
+        resolve_model("openai:m", env={"OPENAI_API_KEY": "k"}, options={"stream": False})
+
+
+def test_a_scripted_model_takes_no_options(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text('{"turns": []}')
+
+    with pytest.raises(ConfigError, match=r"scripted model takes no options \(got seed, top_p\)"):
+        resolve_model(f"scripted:{script}", env={}, options={"top_p": 1, "seed": 2})
 
 
 def test_harness_model_is_used_when_no_spec_is_given() -> None:
