@@ -126,6 +126,7 @@ ContextWindowOpt = Annotated[
     typer.Option(
         "--context-window",
         min=1,
+        metavar="N",
         help="The model's context window in tokens: compaction keeps the conversation well "
         "inside it, and a local model allocates that much.",
         show_default=f"$HARNESS_CONTEXT_WINDOW, else {DEFAULT_LOCAL_CONTEXT_WINDOW} for a local "
@@ -161,6 +162,7 @@ ModelOptionOpt = Annotated[
     typer.Option(
         "--option",
         "-o",
+        metavar="KEY=VALUE",
         help="A model option as KEY=VALUE, sent with every request; repeatable. Values are "
         "JSON where they parse: -o max_tokens=256 -o temperature=0.2 -o tool_choice=auto.",
         callback=key_value,

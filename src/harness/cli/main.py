@@ -103,14 +103,17 @@ async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
         resolve_model, given.model, context_window=window, options=model_options(given.options)
     )
     url = given.store or os.environ.get(STORE_ENV) or None
-    try:
-        manager = await asyncio.to_thread(checked_workspace, given.workspace)
-        async with HarnessAgent(
+
+    def build() -> HarnessAgent:  # blocking: it checks, and may create, the workspace
+        return HarnessAgent(
             model=llm,
-            workspace=manager.root,
+            workspace=checked_workspace(given.workspace).root,
             store=open_store(url) if url else None,
             compaction=cli_compaction(window or getattr(llm, "context_window", None)),
-        ) as agent:
+        )
+
+    try:
+        async with await asyncio.to_thread(build) as agent:
             yield agent
     finally:
         close = getattr(llm, "aclose", None)

@@ -39,8 +39,9 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -253,17 +254,21 @@ class _Plan:
         prompt = f"{self.prompt}{MESSAGE}:\n" if self.tools else self.prompt
         parts: list[str] = []
         stop_reason: str | None = None
-        chunks = llama.create_completion(prompt, stream=True, **self._sampling())
-        for chunk in cast("Iterator[dict[str, Any]]", chunks):
-            choice = chunk["choices"][0]
-            stop_reason = choice.get("finish_reason") or stop_reason
-            text = str(choice.get("text") or "")
-            if not parts:
-                text = text.lstrip()  # the newline after "message:", or a leading space
-            if text:
-                parts.append(text)
-                if not emit(text):
-                    break
+        chunks = cast(
+            "Generator[dict[str, Any]]",
+            llama.create_completion(prompt, stream=True, **self._sampling()),
+        )
+        with closing(chunks):  # leaving early ends the generation there
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                stop_reason = choice.get("finish_reason") or stop_reason
+                text = str(choice.get("text") or "")
+                if not parts:
+                    text = text.lstrip()  # the newline after "message:", or a leading space
+                if text:
+                    parts.append(text)
+                    if not emit(text):
+                        break
         content: list[ContentBlock] = [TextBlock(text="".join(parts))] if parts else []
         return ChatResponse(
             content=content,
