@@ -98,17 +98,18 @@ async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
 
     The model is built here, not by the agent, to learn its window first; so it is closed here.
     """
+    url = given.store or os.environ.get(STORE_ENV) or None
+    store = open_store(url) if url else None  # a bad URL is refused before anything is built
     window = given.context_window or context_window_from(os.environ)
     llm = await asyncio.to_thread(
         resolve_model, given.model, context_window=window, options=model_options(given.options)
     )
-    url = given.store or os.environ.get(STORE_ENV) or None
 
     def build() -> HarnessAgent:  # blocking: it checks, and may create, the workspace
         return HarnessAgent(
             model=llm,
             workspace=checked_workspace(given.workspace).root,
-            store=open_store(url) if url else None,
+            store=store,
             compaction=cli_compaction(window or getattr(llm, "context_window", None)),
         )
 
