@@ -55,6 +55,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End a server the tests started: politely, then for good after ten seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _answers_ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
@@ -102,12 +112,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
 # -- a real model behind llama.cpp's OpenAI-compatible server (tests/local_model/) ----------------
@@ -184,12 +189,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             time.sleep(0.2)
         yield LlamaServer(base_url, "smollm2", LLAMA_SERVER_CONTEXT, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
 def _answers_http(url: str) -> bool:

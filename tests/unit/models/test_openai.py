@@ -411,6 +411,23 @@ async def test_a_stream_without_any_chunk_raises_without_the_fallback(
     assert "stream_fallback=True" in str(caught.value)
 
 
+def plain_completion(text: str) -> dict[str, Any]:
+    """A chat completion answered without streaming: one choice with ``text``."""
+    return {
+        "id": "chatcmpl-plain",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+    }
+
+
 async def test_a_stream_cut_before_any_chunk_is_asked_again_without_streaming(
     server: OpenAIServer,
 ) -> None:
@@ -419,21 +436,7 @@ async def test_a_stream_cut_before_any_chunk_is_asked_again_without_streaming(
     server.queue(
         Reply(200, b"data: ", {"content-type": "text/event-stream", "content-length": "99"})
     )
-    server.queue_json(
-        {
-            "id": "chatcmpl-3",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": "gpt-test",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "After the cut."},
-                }
-            ],
-        }
-    )
+    server.queue_json(plain_completion("After the cut."))
 
     chunks, response = await collect(model)
     await model.aclose()
@@ -450,21 +453,7 @@ async def test_an_empty_stream_is_asked_again_without_streaming_by_default(
     # context: 200, then nothing. Asked again without streaming, it answers or says what is wrong.
     model = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=f"{server.url}/v1")
     server.queue_raw_stream(b"")
-    server.queue_json(
-        {
-            "id": "chatcmpl-2",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": "gpt-test",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "Answered plainly."},
-                }
-            ],
-        }
-    )
+    server.queue_json(plain_completion("Answered plainly."))
 
     chunks, response = await collect(model)
     await model.aclose()
