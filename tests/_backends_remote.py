@@ -13,9 +13,7 @@ import asyncio
 import atexit
 import os
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -23,21 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from _processes import answers_ping, free_port, stop, wait_until_ready
 from harness.filesystem import AbstractFilesystem, RemoteFilesystem
 from harness.stores import InMemoryStore, RedisStore
 
 REDIS_MISSING = "redis-server is not installed (apt-get install redis-server)"
 
 _server: dict[str, str] = {}
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 def shared_redis_url() -> str:
@@ -49,30 +39,17 @@ def shared_redis_url() -> str:
         if os.environ.get("CI"):
             pytest.fail(REDIS_MISSING)
         pytest.skip(REDIS_MISSING)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen(
         [binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    atexit.register(_stop, process)
-    deadline = time.monotonic() + 10
-    while not _answers_ping(port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"redis-server on port {port} did not start")
-        time.sleep(0.05)
+    atexit.register(stop, process)
+    wait_until_ready(
+        process, lambda: answers_ping(port), f"redis-server on port {port}", timeout=10
+    )
     _server["url"] = f"redis://127.0.0.1:{port}/0"
     return _server["url"]
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @asynccontextmanager

@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from _backends import FACTORIES, open_backend
+from _processes import answers_ping, free_port, running_server
 from harness.context import RuntimeContext
 from harness.filesystem import AbstractFilesystem, SandboxFilesystem
 
@@ -49,31 +48,6 @@ def workspace(tmp_path: Path) -> Path:
 REDIS_MISSING = "redis-server is not installed (apt-get install redis-server)"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """End a server the tests started: politely, then for good after ten seconds."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of this test run alone, on a free port, with nothing persisted.
@@ -86,7 +60,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail(REDIS_MISSING)
         pytest.skip(REDIS_MISSING)
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("redis") / "redis.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -104,15 +78,10 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             stdout=output,
             stderr=subprocess.STDOUT,
         )
-    try:
-        deadline = time.monotonic() + 10
-        while not _answers_ping(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"redis-server on port {port} did not start:\n{log.read_text()}")
-            time.sleep(0.05)
+    with running_server(
+        process, lambda: answers_ping(port), f"redis-server on port {port}", timeout=10, log=log
+    ):
         yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        _stop(process)
 
 
 # -- a real model behind llama.cpp's OpenAI-compatible server (tests/local_model/) ----------------
@@ -156,7 +125,7 @@ class LlamaServer:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """llama_cpp.server with the SmolLM2 weights on a free loopback port, for the whole run."""
     weights = local_weights()
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -181,15 +150,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             stderr=subprocess.STDOUT,
         )
     base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while not _answers_http(f"{base_url}/models"):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server on port {port} did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+    with running_server(
+        process,
+        lambda: _answers_http(f"{base_url}/models"),
+        f"llama_cpp.server on port {port}",
+        timeout=120,
+        log=log,
+    ):
         yield LlamaServer(base_url, "smollm2", LLAMA_SERVER_CONTEXT, log)
-    finally:
-        _stop(process)
 
 
 def _answers_http(url: str) -> bool:

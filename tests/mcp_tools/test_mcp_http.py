@@ -5,21 +5,15 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 from _mcp_helpers import SERVER, other_tasks
 
+from _processes import free_port, running_server
 from harness.context import RuntimeContext
 from harness.kernel import ToolUseBlock
 from harness.mcp import MCPServerConfig, MCPToolset
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listening(port: int) -> bool:
@@ -33,22 +27,16 @@ def _listening(port: int) -> bool:
 @pytest.fixture
 def http_url() -> Iterator[str]:
     """The /mcp endpoint of a server process of this test alone; stopped afterwards."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(SERVER), "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not _listening(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the MCP test server did not listen on port {port}")
-            time.sleep(0.05)
+    with running_server(
+        process, lambda: _listening(port), f"the MCP test server on port {port}", timeout=30
+    ):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def test_tools_over_streamable_http(http_url: str) -> None:
@@ -87,7 +75,7 @@ async def test_a_server_with_headers_uses_its_own_http_client_and_closes_it(http
 
 
 async def test_nothing_listening_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
 
     async with MCPToolset([MCPServerConfig(name="down", url=url, startup_timeout=5)]) as toolset:
         assert toolset.tools == []
