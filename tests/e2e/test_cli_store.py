@@ -1,4 +1,4 @@
-"""`harness run --store redis://...`: two workspaces (two workers) continue one session."""
+"""`--store redis://...`: two workspaces (two workers) share sessions, memory, tasks and traces."""
 
 from __future__ import annotations
 
@@ -6,7 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from _cli_runner import NO_MEMORIES, Cli, agent_requests, make_cli, write_script
+from _cli_runner import (
+    CONSOLIDATION_PROMPT,
+    FLUSH_PROMPT,
+    NO_MEMORIES,
+    Cli,
+    agent_requests,
+    make_cli,
+    write_script,
+)
 
 
 @pytest.fixture
@@ -70,3 +78,64 @@ def test_tasks_are_listed_from_the_store(cli: Cli, tmp_path: Path, redis_url: st
     assert shown.stdout.rstrip().endswith("Result:\none, two")
     # The worker's own disk holds none of it.
     assert "No background tasks." in cli.run("tasks", "list", *common).stdout
+
+
+def test_every_reading_command_reads_the_store(cli: Cli, tmp_path: Path, redis_url: str) -> None:
+    """What worker A wrote is what `sessions show`, `memory` and `trace` show on worker B.
+
+    The Redis server serves the whole test session: this test's user and session are its own.
+    """
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            {"match": FLUSH_PROMPT + r"[\s\S]*Anna", "text": "- Anna moved to Lisbon."},
+            {
+                "match": CONSOLIDATION_PROMPT,
+                "text": "# Memory\n\n- Anna lives in Lisbon.",
+                "repeat": True,
+            },
+            {"match": "Anna", "text": "Noted."},
+        ],
+    )
+    worker_a = ("-w", tmp_path / "worker-a", "-u", "lena", "--store", redis_url)
+    ran = cli.run("run", "Anna has news.", *worker_a, "-s", "s-lena", "-m", f"scripted:{script}")
+    assert ran.returncode == 0, ran
+    worker_b = ("-w", tmp_path / "worker-b", "-u", "lena", "--store", redis_url)
+
+    shown = cli.run("sessions", "show", "s-lena", *worker_b, "--json")
+    assert shown.returncode == 0, shown
+    assert json.loads(shown.stdout)["messages"] == 2
+
+    indexed = cli.run("memory", "index", *worker_b)
+    assert indexed.returncode == 0, indexed
+    assert indexed.stdout.startswith("Indexed ")
+    assert not indexed.stdout.startswith("Indexed 0 files")  # the store's files, not the disk's
+    found = cli.run("memory", "search", "Lisbon", *worker_b, "--json")
+    assert found.returncode == 0, found
+    assert any("Anna moved to Lisbon" in hit["content"] for hit in json.loads(found.stdout))
+    rebuilt = cli.run("memory", "index", "--rebuild", *worker_b)
+    assert rebuilt.returncode == 0, rebuilt
+    assert not rebuilt.stdout.startswith("Indexed 0 files")
+
+    consolidated = cli.run("memory", "consolidate", *worker_b, "-m", f"scripted:{script}")
+    assert consolidated.returncode == 0, consolidated
+    assert consolidated.stdout.startswith("MEMORY.md updated from 1 daily logs")
+    # Worker A's disk has no MEMORY.md; the store has the new one, and B's search finds it.
+    assert not (tmp_path / "worker-a" / "users").exists()
+    found = cli.run("memory", "search", "lives Lisbon", *worker_b, "--json")
+    assert any(hit["path"].endswith("MEMORY.md") for hit in json.loads(found.stdout))
+
+    traced = cli.run("trace", "s-lena", *worker_b, "--json")
+    assert traced.returncode == 0, traced
+    assert json.loads(traced.stdout)["total"]["steps"] >= 1
+
+    # Without the store, worker B's own disk has none of it.
+    local_b = ("-w", tmp_path / "worker-b", "-u", "lena")
+    assert (
+        json.loads(cli.run("sessions", "show", "s-lena", *local_b, "--json").stdout)["messages"]
+        == 0
+    )
+    assert "No matching memories" in cli.run("memory", "search", "Lisbon", *local_b).stdout
+    missing = cli.run("trace", "s-lena", *local_b)
+    assert missing.returncode == 2
+    assert "no trace of session 's-lena' of user lena" in missing.stderr

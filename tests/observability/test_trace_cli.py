@@ -109,7 +109,8 @@ def test_a_missing_trace_exits_2_saying_where_it_looked(tmp_path: Path) -> None:
     expected = root / "agents" / "harness" / "traces" / f"{SESSION}.jsonl"
     assert result.stderr.strip() == (
         f"error: no trace of session '{SESSION}' for agent 'harness': looked for {expected}; "
-        "traces are written by agents with tracing on (check --workspace, --user and --agent)"
+        "traces are written by agents with tracing on "
+        "(check --workspace, --store, --user and --agent)"
     )
     other = runner.invoke(app, ["trace", SESSION, "-w", str(root), "-u", USER, "-a", "other"])
     assert other.exit_code == 2

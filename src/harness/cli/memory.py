@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,15 +17,19 @@ from rich.table import Table
 
 from harness.cli._common import (
     ModelOpt,
+    StoreOpt,
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
-    checked_workspace,
+    opened_workspace,
     run_async,
 )
 from harness.cli._output import err, out, setup_logging
 from harness.memory import DEFAULT_MEMORY, MemoryIndex, MemoryMaintenance
+from harness.memory.index import IndexStats
+from harness.memory.maintenance import sync_index
 from harness.models import resolve_model
+from harness.workspace import WorkspaceManager
 
 __all__ = ["memory_app"]
 
@@ -39,23 +43,46 @@ PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 @asynccontextmanager
 async def _maintenance(
-    workspace: Path | None, model: str | None, *, need_model: bool
+    workspace: Path | None, store: str | None, model: str | None, *, need_model: bool
 ) -> AsyncIterator[MemoryMaintenance]:
-    manager = await asyncio.to_thread(checked_workspace, workspace)
-    llm = resolve_model(model) if need_model or model else None
-    running = MemoryMaintenance.for_workspace(manager, config=DEFAULT_MEMORY, model=llm)
+    async with opened_workspace(workspace, store) as manager:
+        llm = resolve_model(model) if need_model or model else None
+        running = MemoryMaintenance.for_workspace(manager, config=DEFAULT_MEMORY, model=llm)
+        try:
+            yield running
+        finally:
+            await running.release()
+            close = getattr(llm, "aclose", None)
+            if close is not None:
+                await close()
+
+
+@asynccontextmanager
+async def _caught_up_index(
+    manager: WorkspaceManager,
+    *,
+    rebuild: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> AsyncIterator[tuple[MemoryIndex, IndexStats]]:
+    """The local index of the workspace, open and brought up to date with its files.
+
+    The index is a cache beside the local directory, also when the files live in a store:
+    only files changed since it last saw them are read.
+    """
+    index = MemoryIndex(manager.root.parent)
+    await asyncio.to_thread(index.open)
     try:
-        yield running
+        if rebuild:
+            await asyncio.to_thread(index.clear)
+        yield index, await sync_index(index, manager, progress=progress)
     finally:
-        await running.release()
-        close = getattr(llm, "aclose", None)
-        if close is not None:
-            await close()
+        await asyncio.to_thread(index.close)
 
 
 @memory_app.command("index")
 def index_command(
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Drop the index and build it anew.")
@@ -69,9 +96,7 @@ def index_command(
     """
     setup_logging(verbose)
 
-    async def _index() -> tuple[int, int, int, float]:
-        manager = await asyncio.to_thread(checked_workspace, workspace)
-        index = MemoryIndex(manager.root.parent)
+    async def _index() -> tuple[IndexStats, float]:
         started = time.perf_counter()
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("indexing", total=None)
@@ -79,20 +104,17 @@ def index_command(
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            def build() -> tuple[int, int, int]:
-                with index.open():
-                    if rebuild:
-                        stats = index.rebuild(manager.root)
-                    else:
-                        stats = index.index_all_from_workspace(manager.root, progress=advance)
-                    return stats.indexed, stats.unchanged, stats.removed
+            async with (
+                opened_workspace(workspace, store) as manager,
+                _caught_up_index(manager, rebuild=rebuild, progress=advance) as (_, stats),
+            ):
+                pass
+        return stats, time.perf_counter() - started
 
-            indexed, skipped, removed = await asyncio.to_thread(build)
-        return indexed, skipped, removed, time.perf_counter() - started
-
-    indexed, skipped, removed, seconds = run_async(_index())
+    stats, seconds = run_async(_index())
     out.print(
-        f"Indexed {indexed} files ({skipped} unchanged, {removed} removed) in {seconds:.2f} s",
+        f"Indexed {stats.indexed} files ({stats.unchanged} unchanged, {stats.removed} removed) "
+        f"in {seconds:.2f} s",
         **PLAIN,
     )
 
@@ -101,6 +123,7 @@ def index_command(
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, max=200, help="How many hits.")
@@ -110,20 +133,15 @@ def search_command(
     """Search long-term memory as the agent's memory_search does, for one user."""
 
     async def _search() -> list[dict[str, object]]:
-        manager = await asyncio.to_thread(checked_workspace, workspace)
-        index = MemoryIndex(manager.root.parent)
-
-        def run() -> list[dict[str, object]]:
-            with index.open():
-                # The index is a cache: catch up first (unchanged files cost a stat each).
-                index.index_all_from_workspace(manager.root)
-                hits = index.search(query, limit, user_id=user)
-            return [
-                {"path": h.path, "line_number": h.line_number, "content": h.content, "rank": h.rank}
-                for h in hits
-            ]
-
-        return await asyncio.to_thread(run)
+        async with (
+            opened_workspace(workspace, store) as manager,
+            _caught_up_index(manager) as (index, _),
+        ):
+            hits = await index.asearch(query, limit, user_id=user)
+        return [
+            {"path": h.path, "line_number": h.line_number, "content": h.content, "rank": h.rank}
+            for h in hits
+        ]
 
     hits = run_async(_search())
     if as_json:
@@ -144,6 +162,7 @@ def search_command(
 @memory_app.command("consolidate")
 def consolidate_command(
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     model: ModelOpt = None,
     verbose: VerboseOpt = False,
@@ -152,7 +171,7 @@ def consolidate_command(
     setup_logging(verbose)
 
     async def _consolidate() -> str:
-        async with _maintenance(workspace, model, need_model=True) as running:
+        async with _maintenance(workspace, store, model, need_model=True) as running:
             assert running.consolidator is not None
             result = await running.consolidator.consolidate(user)
             if result.updated:
@@ -166,6 +185,7 @@ def consolidate_command(
 @memory_app.command("maintain")
 def maintain_command(
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     model: ModelOpt = None,
     verbose: VerboseOpt = False,
@@ -181,7 +201,7 @@ def maintain_command(
 
     async def _maintain() -> list[str]:
         has_model = bool(model or os.environ.get("HARNESS_MODEL"))
-        async with _maintenance(workspace, model, need_model=has_model) as running:
+        async with _maintenance(workspace, store, model, need_model=has_model) as running:
             report = await running.run()
         return [
             f"archived {len(report.archived)} daily logs",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import UserOpt, WorkspaceOpt, checked_workspace, run_async
+from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
 from harness.cli._output import out
 from harness.context import RuntimeContext
 from harness.session import CompactionLog, SessionStore
@@ -30,6 +29,7 @@ PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 def show_command(
     session: Annotated[str, typer.Argument(help="The session id.")],
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     agent: AgentOpt = DEFAULT_AGENT_NAME,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
@@ -37,10 +37,10 @@ def show_command(
     """Show a session: its size, where its files are, and every compaction it went through."""
 
     async def _show() -> dict[str, Any]:
-        manager = await asyncio.to_thread(checked_workspace, workspace)
         ctx = RuntimeContext(session_id=session, user_id=user)
-        messages = await SessionStore(manager, agent).load(ctx)
-        records = await CompactionLog(manager, agent).read(session, user)
+        async with opened_workspace(workspace, store) as manager:
+            messages = await SessionStore(manager, agent).load(ctx)
+            records = await CompactionLog(manager, agent).read(session, user)
         return {
             "session_id": session,
             "user_id": user,

@@ -10,7 +10,6 @@ totals instead.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -21,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import UserOpt, WorkspaceOpt, checked_workspace, run_async
+from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
 from harness.cli._output import out
 from harness.errors import ConfigError
 from harness.observability import CallSummary, read_trace, summarize, total
@@ -36,6 +35,7 @@ Record = Mapping[str, Any]
 def trace_command(
     session: Annotated[str, typer.Argument(help="The session id.")],
     workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
     user: UserOpt = None,
     agent: Annotated[
         str, typer.Option("--agent", "-a", help="The agent whose session it is.")
@@ -47,14 +47,15 @@ def trace_command(
     """Show a session's trace: every event of every call, and what each call cost."""
 
     async def _read() -> tuple[str, list[dict[str, Any]]]:
-        manager = await asyncio.to_thread(checked_workspace, workspace)
-        where, records = await read_trace(manager, agent, session, user)
+        async with opened_workspace(workspace, store) as manager:
+            where, records = await read_trace(manager, agent, session, user)
         if records is None:
             whose = f" of user {user}" if user else ""
+            place = manager.root / where if manager.is_local else f"{where} in the store"
             msg = (
                 f"no trace of session {session!r}{whose} for agent {agent!r}: looked for "
-                f"{manager.root / where}; traces are written by agents with tracing on "
-                "(check --workspace, --user and --agent)"
+                f"{place}; traces are written by agents with tracing on "
+                "(check --workspace, --store, --user and --agent)"
             )
             raise ConfigError(msg)
         return where, records

@@ -416,12 +416,16 @@ class MemoryIndex:
             embedded=embedded,
         )
 
-    def rebuild(self, workspace: Path) -> IndexStats:
-        """Drop every row and index the workspace again (the recovery path for a bad index)."""
+    def clear(self) -> None:
+        """Drop every row: the next catch-up indexes every file again."""
         with self.atomic() as conn:
             conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
             for table in ("memory_lines", "memory_vectors", "memory_files"):
                 conn.execute(f"DELETE FROM {table}")
+
+    def rebuild(self, workspace: Path) -> IndexStats:
+        """Drop every row and index the workspace again (the recovery path for a bad index)."""
+        self.clear()
         return self.index_all_from_workspace(workspace)
 
     def _write(self, files: Sequence[Pending]) -> int:

@@ -51,11 +51,42 @@ from harness.workspace import (
     user_from_segment,
 )
 
-__all__ = ["MaintenanceReport", "MemoryMaintenance"]
+__all__ = ["MaintenanceReport", "MemoryMaintenance", "sync_index"]
 
 logger = logging.getLogger(__name__)
 
 ARCHIVE_DIR = f"{MEMORY_DIR}/archive"
+
+
+async def sync_index(
+    index: MemoryIndex,
+    workspace: WorkspaceManager,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> IndexStats:
+    """Bring an open index up to date with the workspace's files, changed ones only.
+
+    On the local disk the index scans the directory itself; on another backend (a store
+    shared by several workers) the memory files are listed through it and only those whose
+    size or time changed since the index last saw them are fetched. ``progress(done, total)``
+    is called from a worker thread after each file.
+    """
+    if workspace.is_local:
+        return await index.aindex_all_from_workspace(workspace.root, progress=progress)
+    found = await scan_workspace(workspace)
+    known = await asyncio.to_thread(index.known_files)
+    texts = {
+        path: await workspace.read_own(path) or ""
+        for path, stamp in found.items()
+        if known.get(path) != stamp
+    }
+    return await asyncio.to_thread(
+        index.index_files,
+        found,
+        lambda path: texts.get(path, ""),
+        lambda _: False,
+        progress=progress,
+    )
 
 
 @dataclass
@@ -330,26 +361,9 @@ class MemoryMaintenance:
             await self.index_file_for(user_id)
 
     async def sync_index(self) -> IndexStats:
-        """Bring the index up to date with the workspace's files, changed ones only.
-
-        On the local disk the index scans the directory itself; on another backend (a store
-        shared by several workers) this worker lists the memory files through it and fetches
-        only those whose size or time changed since its index last saw them.
-        """
+        """Bring the index up to date with the workspace's files (see :func:`sync_index`)."""
         assert self.index is not None
-        index = self.index
-        if self.workspace.is_local:
-            return await index.aindex_all_from_workspace(self.workspace.root)
-        found = await scan_workspace(self.workspace)
-        known = await asyncio.to_thread(index.known_files)
-        texts = {
-            path: await self.workspace.read_own(path) or ""
-            for path, stamp in found.items()
-            if known.get(path) != stamp
-        }
-        return await asyncio.to_thread(
-            index.index_files, found, lambda path: texts.get(path, ""), lambda _: False
-        )
+        return await sync_index(self.index, self.workspace)
 
     async def _catch_up(self) -> None:
         assert self.index is not None
