@@ -828,14 +828,15 @@ def test_maintain_without_a_model_archives_prunes_and_says_so(started: Started) 
 
     assert (result.returncode, result.stderr) == (0, ""), result
     lines = result.stdout.splitlines()
-    assert lines[:4] == [
+    assert lines[:5] == [
         "archived 2 daily logs",
         "consolidated nothing (no model configured)",
         "pruned 2 transcript files",
+        "deleted 0 old task records, task results and traces",
         "deleted 0 old evicted tool results",
     ]
-    assert len(lines) == 5
-    assert re.fullmatch(r"re-indexed \d+ files", lines[4]), result
+    assert len(lines) == 6
+    assert re.fullmatch(r"re-indexed \d+ files", lines[5]), result
 
 
 def test_maintain_moves_old_daily_logs_to_the_archive(started: Started) -> None:
@@ -874,7 +875,7 @@ def test_maintain_consolidates_with_a_model(started: Started) -> None:
     assert (result.returncode, result.stderr) == (0, ""), result
     lines = result.stdout.splitlines()
     assert lines[:3] == ["archived 0 daily logs", "consolidated alice", "pruned 0 transcript files"]
-    assert len(lines) == 5
+    assert len(lines) == 6
     memory = (done.workspace / "users/alice/MEMORY.md").read_text(encoding="utf-8")
     assert memory == "# Memory\n\n- Alice has a cat, Miso.\n"
 

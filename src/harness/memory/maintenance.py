@@ -7,9 +7,10 @@ The worker owns the workspace's search index and runs two kinds of job:
   agents does not defeat the throttle) and run in the background, never blocking a call;
 - a full pass every ``maintenance_interval`` (6 h by default; the first one an interval after
   the worker starts): for the shared namespace and every user's, daily logs older than
-  ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts not
-  written for ``session_retention_days`` are deleted, evicted tool results older than their
-  ``max_age_days`` (7) are deleted; then the index catches up with the files.
+  ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts,
+  background task records and results, and traces not written for ``session_retention_days``
+  are deleted, evicted tool results older than their ``max_age_days`` (7) are deleted; then the
+  index catches up with the files.
 
 Agents share the worker of their workspace: :meth:`MemoryMaintenance.for_workspace` returns
 the one the process already has (or makes it), nothing starts until the first job, and
@@ -45,6 +46,8 @@ from harness.workspace import (
     AGENTS_DIR,
     MEMORY_DIR,
     MEMORY_MD,
+    TASKS_DIR,
+    TRACES_DIR,
     USERS_DIR,
     WorkspaceManager,
     scoped,
@@ -96,6 +99,9 @@ class MaintenanceReport:
     archived: list[str] = field(default_factory=list)
     consolidated: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    """Transcripts not written for ``session_retention_days``."""
+    expired: list[str] = field(default_factory=list)
+    """Background task records and results, and traces, not written for as long."""
     evictions_deleted: list[str] = field(default_factory=list)
     indexed_files: int = 0
 
@@ -308,7 +314,9 @@ class MemoryMaintenance:
                 result = await self.consolidator.consolidate(user_id)
                 if result.updated:
                     report.consolidated.append(user_id or "(shared)")
-            report.pruned += await self._prune(user_id)
+            pruned, expired = await self._prune(user_id)
+            report.pruned += pruned
+            report.expired += expired
         # Evicted tool results past their age (a week by default), in every namespace.
         report.evictions_deleted = await delete_old_evictions(
             self.workspace, self.eviction, now=self.clock()
@@ -396,13 +404,30 @@ class MemoryMaintenance:
                 moved.append(info.path)
         return moved
 
-    async def _prune(self, user_id: str | None) -> list[str]:
+    async def _prune(self, user_id: str | None) -> tuple[list[str], list[str]]:
+        """Delete what was not written for ``session_retention_days``: (transcripts, the rest).
+
+        The rest is every agent's background tasks and traces. A running task's heartbeat keeps
+        its record fresh. A record goes before its result, so no reader finds a completed task
+        without its result.
+        """
         cutoff = (self.clock() - timedelta(days=self.config.session_retention_days)).timestamp()
-        pruned = []
+        pruned: list[str] = []
+        expired: list[str] = []
         for agent in await self.workspace.list_dirs(AGENTS_DIR, user_id):
-            sessions = f"{AGENTS_DIR}/{agent}/sessions"
-            for info in await self.workspace.list_own(sessions, user_id):
-                if not info.path.endswith(SESSIONS_INDEX) and info.modified < cutoff:
-                    await self.workspace.delete(info.path, user_id)
-                    pruned.append(info.path)
-        return pruned
+            for directory, deleted in (
+                ("sessions", pruned),
+                (TASKS_DIR, expired),
+                (TRACES_DIR, expired),
+            ):
+                old = [
+                    info.path
+                    for info in await self.workspace.list_own(
+                        f"{AGENTS_DIR}/{agent}/{directory}", user_id
+                    )
+                    if info.modified < cutoff and info.path.rsplit("/", 1)[-1] != SESSIONS_INDEX
+                ]
+                for path in sorted(old, key=lambda path: not path.endswith(".json")):
+                    await self.workspace.delete(path, user_id)
+                    deleted.append(path)
+        return pruned, expired

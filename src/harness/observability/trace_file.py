@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.workspace import AGENTS_DIR, WorkspaceManager, safe_segment, scoped
+from harness.workspace import AGENTS_DIR, TRACES_DIR, WorkspaceManager, safe_segment, scoped
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",
@@ -75,8 +75,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TRACES_DIR: Final = "traces"
-"""The directory of an agent's traces, under ``agents/<agent>/``."""
 
 MAX_ARGUMENT_CHARS: Final = 300
 """Characters of a tool call's JSON arguments kept in a trace record (the rest is cut)."""

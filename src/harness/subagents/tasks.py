@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.context import RuntimeContext
 from harness.memory.config import Clock, utc_now
-from harness.workspace import AGENTS_DIR, WorkspaceManager, safe_segment
+from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment
 
 __all__ = [
     "WORKER_LOST",
@@ -132,7 +132,7 @@ class TaskRepository:
             msg = "stale_after_seconds must be longer than heartbeat_seconds"
             raise ValueError(msg)
         self.workspace = workspace
-        self.directory = f"{AGENTS_DIR}/{safe_segment(agent)}/tasks"
+        self.directory = f"{AGENTS_DIR}/{safe_segment(agent)}/{TASKS_DIR}"
         self.max_running = max_running
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=stale_after_seconds)

@@ -9,6 +9,9 @@
     <workspace>/skills/<name>/SKILL.md    skills
     <workspace>/subagents/*.md            subagent declarations
     <workspace>/agents/<agent>/context/<session>/messages.jsonl   saved conversation
+    <workspace>/agents/<agent>/sessions/<session>.jsonl           transcript (every message once)
+    <workspace>/agents/<agent>/tasks/<task>.json, <task>.result.md  background task and result
+    <workspace>/agents/<agent>/traces/<session>.jsonl             trace of the session's calls
     <workspace>/users/<user>/...          the same layout, per user
 
 A call made for a user reads that user's copy of a file first and falls back to the shared copy
@@ -32,6 +35,8 @@ __all__ = [
     "MEMORY_MD",
     "SKILLS_DIR",
     "SUBAGENTS_DIR",
+    "TASKS_DIR",
+    "TRACES_DIR",
     "USERS_DIR",
     "safe_segment",
     "session_dir",
@@ -47,6 +52,10 @@ MEMORY_DIR: Final = "memory"
 SKILLS_DIR: Final = "skills"
 SUBAGENTS_DIR: Final = "subagents"
 AGENTS_DIR: Final = "agents"
+TASKS_DIR: Final = "tasks"
+"""An agent's background task records and results, under ``agents/<agent>/``."""
+TRACES_DIR: Final = "traces"
+"""An agent's traces, under ``agents/<agent>/``."""
 USERS_DIR: Final = "users"
 
 _SAFE = re.compile(r"[A-Za-z0-9_.-]+")

@@ -67,6 +67,45 @@ async def test_full_pass_archives_consolidates_and_prunes_every_namespace(worksp
     ]
     assert (sessions / "new.jsonl").exists()
     assert (sessions / "sessions.json").exists()
+    assert report.expired == []
+
+
+async def test_old_tasks_and_traces_expire_with_the_sessions(workspace: Path) -> None:
+    """Background task records, their results and traces go after ``session_retention_days``."""
+    agent = workspace / "users" / "alice" / "agents" / "bot"
+    old, recent = NOW - timedelta(days=181), NOW - timedelta(days=179)
+    touch(agent / "tasks" / "t-old.result.md", "result", old)
+    touch(agent / "tasks" / "t-old.json", "{}", old)
+    touch(agent / "tasks" / "t-new.json", "{}", recent)  # e.g. kept fresh by its heartbeat
+    touch(agent / "traces" / "s-old.jsonl", "{}", old)
+    touch(agent / "traces" / "s-new.jsonl", "{}", recent)
+    touch(workspace / "agents" / "bot" / "traces" / "shared.jsonl", "{}", old)
+    deleted: list[str] = []
+    running = make(workspace, None)
+    delete = running.workspace.delete
+
+    async def recording_delete(path: str, user_id: str | None = None) -> None:
+        deleted.append(path)
+        await delete(path, user_id)
+
+    running.workspace.delete = recording_delete  # type: ignore[method-assign]
+
+    report = await running.run()
+
+    assert sorted(report.expired) == [
+        "agents/bot/tasks/t-old.json",
+        "agents/bot/tasks/t-old.result.md",
+        "agents/bot/traces/s-old.jsonl",
+        "agents/bot/traces/shared.jsonl",
+    ]
+    assert report.pruned == []
+    # A record goes before its result: no reader sees "completed" without the result.
+    assert deleted.index("agents/bot/tasks/t-old.json") < deleted.index(
+        "agents/bot/tasks/t-old.result.md"
+    )
+    assert sorted(p.name for p in (agent / "tasks").iterdir()) == ["t-new.json"]
+    assert sorted(p.name for p in (agent / "traces").iterdir()) == ["s-new.jsonl"]
+    assert not (workspace / "agents" / "bot" / "traces" / "shared.jsonl").exists()
 
 
 async def test_consolidation_requests_are_throttled_per_user(workspace: Path) -> None:
