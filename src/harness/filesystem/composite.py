@@ -51,6 +51,7 @@ from harness.filesystem.base import (
     check_path,
     namespace_prefix,
 )
+from harness.filesystem.local import _glob_regex as glob_regex
 from harness.workspace.layout import USERS_DIR
 from harness.workspace.paths import normalize
 
@@ -87,33 +88,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     parts = [
         part for part in pattern.replace("\\", "/").strip().split("/") if part not in ("", ".")
     ]
-    if not parts:
-        return re.compile(r"(?!)")
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-            continue
-        segment: list[str] = []
-        i = 0
-        while i < len(part):
-            char = part[i]
-            if char == "*":
-                segment.append("[^/]*")
-            elif char == "?":
-                segment.append("[^/]")
-            elif char == "[" and (close := part.find("]", i + 2)) != -1:
-                body = part[i + 1 : close]
-                negate = body[:1] in ("!", "^")
-                body = (body[1:] if negate else body).replace("\\", "\\\\").replace("^", "\\^")
-                segment.append(f"[{'^/' if negate else ''}{body}]")
-                i = close
-            else:
-                segment.append(re.escape(char))
-            i += 1
-        out.append("".join(segment) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+    return glob_regex("/".join(parts))
 
 
 class CompositeFilesystem(AbstractFilesystem):

@@ -398,25 +398,9 @@ class LocalFilesystem(AbstractFilesystem):
         self._check_readable(target, path)  # missing, directory, too large: before locking
         with file_lock(target.path):
             raw, _ = self._read_file(target, path)
-            text = _text_of(target.path.name, raw)
-            if text is None:
-                raise _Fail(
-                    FsErrorCode.UNSUPPORTED,
-                    f"'{path}' is a binary file; edit only text files, or upload new bytes",
-                )
-            old, new = _match_line_endings(text, old, new)
-            count = text.count(old)
-            if count == 0:
-                raise _Fail(FsErrorCode.NO_MATCH, f"String not found in file: '{old}'")
-            if count > 1 and not replace_all:
-                raise _Fail(
-                    FsErrorCode.NOT_UNIQUE,
-                    f"String '{old}' appears {count} times in '{path}'; use replace_all=True "
-                    "to replace every occurrence, or add surrounding context to make it unique",
-                )
-            updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-            _replace(target.path, updated.encode("utf-8"))
-        return EditResult(target.rel, occurrences=count if replace_all else 1)
+            updated, occurrences = _edited(path, target.path.name, raw, old, new, replace_all)
+            _replace(target.path, updated)
+        return EditResult(target.rel, occurrences=occurrences)
 
     async def grep(
         self,
@@ -869,6 +853,35 @@ def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
     if "\r\n" in text and "\n" in old and "\r\n" not in old:
         return old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
     return old, new
+
+
+def _edited(
+    path: str, name: str, raw: bytes, old: str, new: str, replace_all: bool
+) -> tuple[bytes, int]:
+    """A file's bytes after an edit, and how many occurrences it replaced (any backend).
+
+    Raises:
+        _Fail: The file is binary, or ``old`` is not found, or found more than once without
+            ``replace_all``.
+    """
+    text = _text_of(name, raw)
+    if text is None:
+        raise _Fail(
+            FsErrorCode.UNSUPPORTED,
+            f"'{path}' is a binary file; edit only text files, or upload new bytes",
+        )
+    old, new = _match_line_endings(text, old, new)
+    count = text.count(old)
+    if count == 0:
+        raise _Fail(FsErrorCode.NO_MATCH, f"String not found in file: '{old}'")
+    if count > 1 and not replace_all:
+        raise _Fail(
+            FsErrorCode.NOT_UNIQUE,
+            f"String '{old}' appears {count} times in '{path}'; use replace_all=True "
+            "to replace every occurrence, or add surrounding context to make it unique",
+        )
+    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    return updated.encode("utf-8"), count if replace_all else 1
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -63,10 +63,10 @@ from harness.filesystem.local import (
     DEFAULT_MAX_FILE_BYTES,
     _check_names,
     _clean_pattern,
+    _edited,
     _exists_message,
     _Fail,
     _glob_regex,
-    _match_line_endings,
     _read_result,
     _refusal,
     _text_of,
@@ -388,34 +388,14 @@ class RemoteFilesystem(AbstractFilesystem):
             )
         for attempt in range(MAX_WRITE_ATTEMPTS):
             item = await self._readable(target, path)
-            text = _text_of(target.rel.rpartition("/")[2], _decode(item))
-            if text is None:
-                raise _Fail(
-                    FsErrorCode.UNSUPPORTED,
-                    f"'{path}' is a binary file; edit only text files, or upload new bytes",
-                )
-            old_text, new_text = _match_line_endings(text, old, new)
-            count = text.count(old_text)
-            if count == 0:
-                raise _Fail(FsErrorCode.NO_MATCH, f"String not found in file: '{old_text}'")
-            if count > 1 and not replace_all:
-                raise _Fail(
-                    FsErrorCode.NOT_UNIQUE,
-                    f"String '{old_text}' appears {count} times in '{path}'; use "
-                    "replace_all=True to replace every occurrence, or add surrounding context "
-                    "to make it unique",
-                )
-            updated = (
-                text.replace(old_text, new_text)
-                if replace_all
-                else text.replace(old_text, new_text, 1)
-            )
-            value = _encode(updated.encode("utf-8"))
+            name = target.rel.rpartition("/")[2]
+            updated, occurrences = _edited(path, name, _decode(item), old, new, replace_all)
+            value = _encode(updated)
             if (
                 await self.store.put_if_version(self.root, target.key, value, item.version)
                 is not None
             ):
-                return EditResult(target.rel, occurrences=count if replace_all else 1)
+                return EditResult(target.rel, occurrences=occurrences)
             await _backoff(attempt)
         raise _contended("edit", path)
 
