@@ -18,8 +18,8 @@ full result in ``<task id>.result.md`` next to it. The rules the original broke,
 - **Bounded.** At most ``max_running`` tasks of one repository run at once; the others wait,
   ``pending``, in submission order.
 
-Finished tasks are also remembered, per (user, session), as *undelivered*, until the parent's
-next reasoning step has been told about them (see :mod:`harness.hooks.subagents`).
+A finished task is *undelivered* until the parent's next reasoning step in its session has been
+told about it (see :mod:`harness.hooks.subagents`), whichever worker or process ran it.
 """
 
 from __future__ import annotations
@@ -142,8 +142,10 @@ class TaskRepository:
         self._live: dict[str, tuple[TaskRecord, asyncio.Task[None]]] = {}
         self._slots: asyncio.Semaphore | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._undelivered: dict[tuple[str | None, str], dict[str, None]] = {}
-        self._scanned: set[str | None] = set()
+        # Per (user, session): tasks the parent has not been told about, finished or not.
+        self._unreported: dict[tuple[str | None, str], dict[str, None]] = {}
+        # Per user: when its task records were last listed, and each record's time then.
+        self._listings: dict[str | None, tuple[datetime, dict[str, float]]] = {}
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -303,8 +305,7 @@ class TaskRepository:
             record, {"status": status, "finished_at": self.clock(), **changes}
         )
         if settled.status.terminal and settled.delivered_at is None:
-            key = (settled.user_id, settled.session_id)
-            self._undelivered.setdefault(key, {})[settled.task_id] = None
+            self._unreport(settled)
         if self.on_finish is not None:
             await self.on_finish(settled)
 
@@ -410,15 +411,17 @@ class TaskRepository:
     # -- completion notices --------------------------------------------------------------
 
     async def undelivered(self, ctx: RuntimeContext) -> list[TaskRecord]:
-        """Finished tasks of this session that the parent has not been told about yet."""
-        if ctx.user_id not in self._scanned:
-            self._scanned.add(ctx.user_id)
-            for record in await self.records(ctx.user_id):
-                if record.status.terminal and record.delivered_at is None:
-                    key = (record.user_id, record.session_id)
-                    self._undelivered.setdefault(key, {})[record.task_id] = None
+        """Finished tasks of this session that the parent has not been told about yet.
+
+        This process's own tasks are known the moment they finish. Tasks of other workers
+        sharing the workspace, and of earlier processes, are found by listing the user's
+        records at most once per ``heartbeat_seconds`` (reading only the records that changed);
+        an unfinished one is then read at every call until it finishes or its worker is found
+        lost, so a task whose process died is reported ``failed: worker lost``.
+        """
         assert ctx.session_id is not None
-        pending = self._undelivered.get((ctx.user_id, ctx.session_id))
+        await self._discover(ctx.user_id)
+        pending = self._unreported.get((ctx.user_id, ctx.session_id))
         if not pending:
             return []
         records = []
@@ -426,16 +429,39 @@ class TaskRepository:
             found = await self.get(task_id, ctx.user_id)
             if found is None or found.delivered_at is not None:
                 pending.pop(task_id, None)
-            else:
+            elif found.status.terminal:
                 records.append(found)
         return records
+
+    async def _discover(self, user_id: str | None) -> None:
+        """Note the user's undelivered tasks written since the last listing (see above)."""
+        now = self.clock()
+        listed = self._listings.get(user_id)
+        if listed is not None and now - listed[0] < timedelta(seconds=self.heartbeat_seconds):
+            return
+        seen = {} if listed is None else listed[1]
+        current: dict[str, float] = {}
+        for info in await self.workspace.list_own(self.directory, user_id):
+            if not info.path.endswith(".json"):
+                continue
+            current[info.path] = info.modified
+            if seen.get(info.path) == info.modified:
+                continue
+            task_id = info.path.rsplit("/", 1)[-1].removesuffix(".json")
+            record = await self._load(task_id, user_id)
+            if record is not None and record.delivered_at is None:
+                self._unreport(record)
+        self._listings[user_id] = (now, current)
+
+    def _unreport(self, record: TaskRecord) -> None:
+        self._unreported.setdefault((record.user_id, record.session_id), {})[record.task_id] = None
 
     async def mark_delivered(self, records: list[TaskRecord]) -> None:
         """Remember that the parent has been told about these tasks."""
         now = self.clock()
         for record in records:
             await self._update(record, {"delivered_at": now})
-            pending = self._undelivered.get((record.user_id, record.session_id))
+            pending = self._unreported.get((record.user_id, record.session_id))
             if pending is not None:
                 pending.pop(record.task_id, None)
 

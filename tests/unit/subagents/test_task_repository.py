@@ -694,6 +694,46 @@ async def test_finished_tasks_are_undelivered_until_marked_even_across_restarts(
     assert await make().undelivered(ALICE) == [await repo.get(still.task_id, "alice")]
 
 
+async def test_a_task_another_worker_finishes_later_is_found_at_the_next_listing(
+    make: Make,
+) -> None:
+    """Worker B continues a session whose background task runs, and ends, on worker A."""
+    clock = FakeClock(T0)
+    worker_b = make(clock=clock, heartbeat_seconds=10)
+    assert await worker_b.undelivered(ALICE) == []  # listed: nothing yet
+    worker_a = make()
+    done = await worker_a.wait(await worker_a.submit(ALICE, agent_id="a", work=returning("x")), 5)
+    assert done.status is TaskStatus.COMPLETED
+
+    clock.now = T0 + timedelta(seconds=10)  # B lists again once per heartbeat_seconds
+    found = await worker_b.undelivered(ALICE)
+
+    assert [(r.task_id, r.status) for r in found] == [(done.task_id, TaskStatus.COMPLETED)]
+    await worker_b.mark_delivered(found)
+    assert await worker_a.undelivered(ALICE) == []  # told once, by whichever worker told it
+
+
+async def test_a_task_running_when_its_worker_died_is_delivered_as_lost(
+    make: Make, workspace: Path
+) -> None:
+    """A restart within the stale window sees the task running; it is reported once stale."""
+    writer = make(clock=FakeClock(T0))
+    await writer.workspace.write_text(
+        writer.record_path("task_orphan"), orphan(TaskStatus.RUNNING, T0).model_dump_json()
+    )
+    clock = FakeClock(T0 + timedelta(seconds=5))
+    restarted = make(clock=clock, heartbeat_seconds=10, stale_after_seconds=60)
+    session = RuntimeContext(session_id="s1")
+    assert await restarted.undelivered(session) == []  # still running, as far as anyone knows
+
+    clock.now = T0 + timedelta(seconds=60)
+    (lost,) = await restarted.undelivered(session)
+
+    assert lost.task_id == "task_orphan"
+    assert lost.describe_status.startswith(f"failed: {WORKER_LOST}")
+    assert on_disk(workspace, "task_orphan")["status"] == "failed"
+
+
 # -- 11. shutdown ---------------------------------------------------------------------------
 
 
