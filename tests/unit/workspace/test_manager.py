@@ -64,6 +64,28 @@ async def test_update_text_loses_no_concurrent_update(workspace: Path) -> None:
     assert sorted(int(line) for line in lines) == list(range(30))
 
 
+async def test_updates_in_one_process_take_turns_instead_of_retrying(workspace: Path) -> None:
+    """Fifty concurrent updates of one file each run their transform once: no lost CAS race."""
+    manager = WorkspaceManager(workspace)
+    runs = 0
+
+    def add_line(n: int) -> Callable[[str], str]:
+        def transform(text: str) -> str:
+            nonlocal runs
+            runs += 1
+            return text + f"{n}\n"
+
+        return transform
+
+    await asyncio.gather(
+        *(manager.update_text("index.json", add_line(n), user_id="u") for n in range(50))
+    )
+    lines = (workspace / "users" / "u" / "index.json").read_text().splitlines()
+    assert sorted(int(line) for line in lines) == list(range(50))
+    assert runs == 50
+    assert len(manager._updating) == 0  # the locks go with their last user
+
+
 async def test_replace_text_refuses_when_the_file_changed(workspace: Path) -> None:
     manager = WorkspaceManager(workspace)
     assert await manager.replace_text("MEMORY.md", "v1", expected="")
