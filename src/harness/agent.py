@@ -433,7 +433,7 @@ class HarnessAgent:
             on_finish=self._trace_task if trace else None,
         )
         spawning = SubagentTools(
-            catalog=catalog, settings=settings, tasks=self.tasks, config=config
+            agent=self.name, catalog=catalog, settings=settings, tasks=self.tasks, config=config
         )
         self.subagents = SubagentsHook(
             catalog, self.tasks, spawning, notice_lines=config.notice_lines

@@ -454,6 +454,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "skills/release-notes/template.md",
         "subagents/log-analyst.md",
         "users/ada/MEMORY.md",
+        "users/ada/agents/guide/children/delegation.json",
         "users/ada/agents/guide/context/delegation/messages.jsonl",
         "users/ada/agents/guide/context/sandbox/messages.jsonl",
         "users/ada/agents/guide/context/skills/messages.jsonl",

@@ -368,7 +368,9 @@ async def _delegation(root: Path, script: Path) -> None:
     out.print(Panel(body, title="7. A subagent in the background"))
     out.print(
         "  The subagent is declared in subagents/log-analyst.md; "
-        "`harness tasks list --user ada --agent guide` lists its task.\n",
+        "`harness tasks list --user ada --agent guide` lists its task, and "
+        "users/ada/agents/guide/children/delegation.json keeps the child, so a later process "
+        "can continue it with agent_send.\n",
         highlight=False,
     )
 

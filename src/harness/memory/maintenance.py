@@ -8,7 +8,8 @@ The worker owns the workspace's search index and runs two kinds of job:
 - a full pass every ``maintenance_interval`` (6 h by default; the first one an interval after
   the worker starts): for the shared namespace and every user's, daily logs older than
   ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts,
-  background task records and results, and traces not written for ``session_retention_days``
+  background task records and results, traces and subagent registries not written for
+  ``session_retention_days``
   are deleted, evicted tool results older than their ``max_age_days`` (7) are deleted; then the
   index catches up with the files.
 
@@ -44,6 +45,7 @@ from harness.memory.index import IndexStats, MemoryIndex
 from harness.memory.transcript import SESSIONS_INDEX
 from harness.workspace import (
     AGENTS_DIR,
+    CHILDREN_DIR,
     MEMORY_DIR,
     MEMORY_MD,
     TASKS_DIR,
@@ -407,9 +409,9 @@ class MemoryMaintenance:
     async def _prune(self, user_id: str | None) -> tuple[list[str], list[str]]:
         """Delete what was not written for ``session_retention_days``: (transcripts, the rest).
 
-        The rest is every agent's background tasks and traces. A running task's heartbeat keeps
-        its record fresh. A record goes before its result, so no reader finds a completed task
-        without its result.
+        The rest is every agent's background tasks, traces and registries of the subagents its
+        sessions started. A running task's heartbeat keeps its record fresh. A record goes
+        before its result, so no reader finds a completed task without its result.
         """
         cutoff = (self.clock() - timedelta(days=self.config.session_retention_days)).timestamp()
         pruned: list[str] = []
@@ -419,6 +421,7 @@ class MemoryMaintenance:
                 ("sessions", pruned),
                 (TASKS_DIR, expired),
                 (TRACES_DIR, expired),
+                (CHILDREN_DIR, expired),
             ):
                 old = [
                     info.path

@@ -3,7 +3,10 @@
 A spawned child is registered under an *agent key* (``agent:<agent id>:<hex>``) and, if given, a
 label, in the registry of the caller's (user, session): one user's session never sees, and
 cannot send to, another's children. ``agent_send`` continues the same child, so follow-ups keep
-its conversation.
+its conversation. The registry is also kept in the workspace
+(``agents/<agent>/children/<session>.json`` in the caller's namespace), so a later process, or
+another worker on the same store, continues the child: it is rebuilt from its declaration and
+its session is restored (the original forgot every child on restart).
 
 Waiting: ``timeout_seconds`` None waits 30 s, 0 (or less) runs in the background and returns a
 task id at once, more is capped at 600 s. A run still going when the wait ends is *promoted*:
@@ -15,12 +18,14 @@ cancelled while it waits, the child is cancelled with it.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.context import RuntimeContext
+from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import HarnessError
 from harness.subagents.children import (
     SPAWN_DEPTH_KEY,
@@ -33,26 +38,36 @@ from harness.subagents.children import (
 from harness.subagents.config import SubagentsConfig
 from harness.subagents.declarations import SubagentCatalog
 from harness.subagents.tasks import TaskRepository
+from harness.workspace import AGENTS_DIR, CHILDREN_DIR, safe_segment
 
 __all__ = ["SubagentTools", "accepted_block"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class _Child:
+    """A spawned child, as its registry keeps it."""
+
     key: str
     agent_id: str
     label: str | None
     depth: int
     session_id: str
-    agent: SubagentAgent
 
 
 @dataclass(slots=True)
 class _Registry:
-    """The children of one (user, session)."""
+    """The children of one (user, session), and the agents built for them in this process."""
 
     by_key: dict[str, _Child]
     by_label: dict[str, str]
+    agents: dict[str, SubagentAgent]
+
+    def add(self, child: _Child) -> None:
+        self.by_key.setdefault(child.key, child)
+        if child.label is not None:
+            self.by_label.setdefault(child.label.lower(), child.key)
 
 
 def accepted_block(task_id: str) -> str:
@@ -78,11 +93,13 @@ class SubagentTools:
     def __init__(
         self,
         *,
+        agent: str,
         catalog: SubagentCatalog,
         settings: ChildSettings,
         tasks: TaskRepository,
         config: SubagentsConfig,
     ) -> None:
+        self.directory = f"{AGENTS_DIR}/{safe_segment(agent)}/{CHILDREN_DIR}"
         self.catalog = catalog
         self.settings = settings
         self.tasks = tasks
@@ -123,7 +140,7 @@ class SubagentTools:
         if declaration is None:
             available = ", ".join(entries) or "none"
             return f"Error: Unknown agent_id: {agent_id}. Available agent ids: {available}"
-        registry = self._registry(ctx)
+        registry = await self._registry(ctx, reload=True)
         label = label.strip() if label and label.strip() else None
         if label is not None and label.lower() in registry.by_label:
             return f"Error: Label already in use: {label}"
@@ -138,11 +155,12 @@ class SubagentTools:
             label=label,
             depth=depth,
             session_id=f"sub-{suffix}",
-            agent=agent,
         )
-        registry.by_key[child.key] = child
-        if label is not None:
-            registry.by_label[label.lower()] = child.key
+        await self.settings.workspace.update_text(
+            self._path(ctx), lambda text: _with_child(text, child), ctx.user_id
+        )
+        registry.add(child)
+        registry.agents[child.key] = agent
         header = "\n".join(
             [
                 f"agent_key: {child.key}",
@@ -178,21 +196,25 @@ class SubagentTools:
             return "Error: Either agent_key or label is required."
         if not message or not message.strip():
             return "Error: message is required"
-        registry = self._registry(ctx)
-        if label:
-            key = registry.by_label.get(label.strip().lower())
-            if key is None:
-                return f"Error: Unknown label: {label}"
-        else:
-            key = agent_key
-        child = registry.by_key.get(key or "")
+        child = self._find(await self._registry(ctx), agent_key, label)
+        if child is None:  # perhaps started by another worker since this one last looked
+            child = self._find(await self._registry(ctx, reload=True), agent_key, label)
         if child is None:
-            return f"Error: Unknown agent_key: {agent_key}"
+            return (
+                f"Error: Unknown label: {label}"
+                if label
+                else f"Error: Unknown agent_key: {agent_key}"
+            )
         return await self._run(child, ctx, message, timeout_seconds, header=False)
+
+    @staticmethod
+    def _find(registry: _Registry, agent_key: str | None, label: str | None) -> _Child | None:
+        key = registry.by_label.get(label.strip().lower()) if label else agent_key
+        return registry.by_key.get(key or "")
 
     async def agent_list(self, ctx: RuntimeContext) -> str:
         """List the subagents you started in this conversation."""
-        children = list(self._registry(ctx).by_key.values())
+        children = list((await self._registry(ctx, reload=True)).by_key.values())
         if not children:
             return "No active subagents."
         lines = [f"Active subagents ({len(children)}):"]
@@ -207,15 +229,39 @@ class SubagentTools:
         """Close every child (their share of the memory worker, their own model clients)."""
         registries, self._registries = self._registries, {}
         for registry in registries.values():
-            for child in registry.by_key.values():
-                await close_child(child.agent)
+            for agent in registry.agents.values():
+                await close_child(agent)
 
-    def _registry(self, ctx: RuntimeContext) -> _Registry:
+    def _path(self, ctx: RuntimeContext) -> str:
+        return f"{self.directory}/{safe_segment(ctx.session_id or DEFAULT_SESSION_ID)}.json"
+
+    async def _registry(self, ctx: RuntimeContext, *, reload: bool = False) -> _Registry:
+        """The children of the caller's session; ``reload`` adds those spawned elsewhere since."""
         key = (ctx.user_id, ctx.session_id)
         registry = self._registries.get(key)
-        if registry is None:
-            registry = self._registries[key] = _Registry({}, {})
+        if registry is None or reload:
+            if registry is None:
+                registry = self._registries[key] = _Registry({}, {}, {})
+            path = self._path(ctx)
+            for child in _children(await self.settings.workspace.read_own(path, ctx.user_id), path):
+                registry.add(child)
         return registry
+
+    async def _agent(self, child: _Child, ctx: RuntimeContext) -> SubagentAgent:
+        """The agent of a child: built at its spawn, or rebuilt here from its declaration.
+
+        Raises:
+            HarnessError: Its declaration is gone, or its model cannot be built.
+        """
+        registry = await self._registry(ctx)
+        agent = registry.agents.get(child.key)
+        if agent is None:
+            declaration = (await self.catalog.entries(ctx.user_id)).get(child.agent_id)
+            if declaration is None:
+                msg = f"its subagent {child.agent_id!r} is no longer declared; spawn another one"
+                raise HarnessError(msg)
+            agent = registry.agents[child.key] = build_child(declaration, self.settings)
+        return agent
 
     async def _run(
         self,
@@ -233,8 +279,13 @@ class SubagentTools:
             extra={**ctx.extra, SPAWN_DEPTH_KEY: child.depth},
         )
 
+        try:
+            agent = await self._agent(child, ctx)
+        except HarnessError as exc:
+            return f"Error: cannot continue {child.key}: {exc}"
+
         async def turn() -> str:
-            return (await child.agent.call(text, ctx=child_ctx)).text
+            return (await agent.call(text, ctx=child_ctx)).text
 
         info: dict[str, Any] = {
             "agent_id": child.agent_id,
@@ -262,3 +313,21 @@ class SubagentTools:
             return f"status: error\nerror: {message}" if header else f"Error: {message}"
         ok = f"status: ok\nreply:\n{reply}"
         return ok if header else f"agent_key: {child.key}\n{ok}"
+
+
+def _children(text: str | None, path: str) -> list[_Child]:
+    """The children a registry file lists; an unreadable file is logged and lists none."""
+    if not text:
+        return []
+    try:
+        return [_Child(**entry) for entry in json.loads(text)["children"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        logger.warning("ignored the unreadable subagent registry %s: %s", path, exc)
+        return []
+
+
+def _with_child(text: str, child: _Child) -> str:
+    """A registry file with ``child`` added (to a fresh list if the file was unreadable)."""
+    known = _children(text, "(being updated)")
+    entries = [asdict(c) for c in known] + [asdict(child)]
+    return json.dumps({"children": entries}, ensure_ascii=False, indent=1) + "\n"

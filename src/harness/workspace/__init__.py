@@ -3,6 +3,7 @@
 from harness.workspace.layout import (
     AGENTS_DIR,
     AGENTS_MD,
+    CHILDREN_DIR,
     KNOWLEDGE_DIR,
     KNOWLEDGE_MD,
     MEMORY_DIR,
@@ -32,6 +33,7 @@ from harness.workspace.skeleton import init_workspace
 __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
+    "CHILDREN_DIR",
     "KNOWLEDGE_DIR",
     "KNOWLEDGE_MD",
     "MEMORY_DIR",

@@ -11,6 +11,7 @@
     <workspace>/agents/<agent>/context/<session>/messages.jsonl   saved conversation
     <workspace>/agents/<agent>/sessions/<session>.jsonl           transcript (every message once)
     <workspace>/agents/<agent>/tasks/<task>.json, <task>.result.md  background task and result
+    <workspace>/agents/<agent>/children/<session>.json            subagents the session started
     <workspace>/agents/<agent>/traces/<session>.jsonl             trace of the session's calls
     <workspace>/users/<user>/...          the same layout, per user
 
@@ -29,6 +30,7 @@ from urllib.parse import quote, unquote
 __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
+    "CHILDREN_DIR",
     "KNOWLEDGE_DIR",
     "KNOWLEDGE_MD",
     "MEMORY_DIR",
@@ -52,6 +54,8 @@ MEMORY_DIR: Final = "memory"
 SKILLS_DIR: Final = "skills"
 SUBAGENTS_DIR: Final = "subagents"
 AGENTS_DIR: Final = "agents"
+CHILDREN_DIR: Final = "children"
+"""Per parent session, the subagents it started (to continue them from any process)."""
 TASKS_DIR: Final = "tasks"
 """An agent's background task records and results, under ``agents/<agent>/``."""
 TRACES_DIR: Final = "traces"

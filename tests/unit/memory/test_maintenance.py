@@ -71,7 +71,7 @@ async def test_full_pass_archives_consolidates_and_prunes_every_namespace(worksp
 
 
 async def test_old_tasks_and_traces_expire_with_the_sessions(workspace: Path) -> None:
-    """Background task records, their results and traces go after ``session_retention_days``."""
+    """Task records and results, traces and subagent registries go with old sessions."""
     agent = workspace / "users" / "alice" / "agents" / "bot"
     old, recent = NOW - timedelta(days=181), NOW - timedelta(days=179)
     touch(agent / "tasks" / "t-old.result.md", "result", old)
@@ -80,6 +80,8 @@ async def test_old_tasks_and_traces_expire_with_the_sessions(workspace: Path) ->
     touch(agent / "traces" / "s-old.jsonl", "{}", old)
     touch(agent / "traces" / "s-new.jsonl", "{}", recent)
     touch(workspace / "agents" / "bot" / "traces" / "shared.jsonl", "{}", old)
+    touch(agent / "children" / "s-old.json", "{}", old)
+    touch(agent / "children" / "s-new.json", "{}", recent)
     deleted: list[str] = []
     running = make(workspace, None)
     delete = running.workspace.delete
@@ -93,6 +95,7 @@ async def test_old_tasks_and_traces_expire_with_the_sessions(workspace: Path) ->
     report = await running.run()
 
     assert sorted(report.expired) == [
+        "agents/bot/children/s-old.json",
         "agents/bot/tasks/t-old.json",
         "agents/bot/tasks/t-old.result.md",
         "agents/bot/traces/s-old.jsonl",
@@ -105,6 +108,7 @@ async def test_old_tasks_and_traces_expire_with_the_sessions(workspace: Path) ->
     )
     assert sorted(p.name for p in (agent / "tasks").iterdir()) == ["t-new.json"]
     assert sorted(p.name for p in (agent / "traces").iterdir()) == ["s-new.jsonl"]
+    assert sorted(p.name for p in (agent / "children").iterdir()) == ["s-new.json"]
     assert not (workspace / "agents" / "bot" / "traces" / "shared.jsonl").exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -438,6 +439,97 @@ async def test_registries_are_per_user_and_session(workspace: Path) -> None:
             assert "status: accepted" in await spawning.agent_spawn("worker", ctx, label="scout")
         assert (await spawning.agent_list(ALICE)).startswith("Active subagents (1):")
     assert child.calls == []
+
+
+# -- children outlive the process ----------------------------------------------------------
+
+
+async def test_a_later_process_continues_a_child_by_key_and_label(workspace: Path) -> None:
+    """A new agent on the same workspace (a restart, another worker) knows the old children."""
+    child_model = ScriptedChatModel(
+        [{"text": "first answer"}, {"text": "second answer"}, {"text": "third answer"}]
+    )
+    spec = SubagentSpec(name="worker", description="Works.", model=child_model)
+    async with make_agent(workspace, spec) as agent:
+        out = await hook(agent).spawning.agent_spawn(
+            "worker", ALICE, task="question one", label="w"
+        )
+        key = key_of(out)
+
+    async with make_agent(workspace, spec) as restarted:
+        spawning = hook(restarted).spawning
+        listed = await spawning.agent_list(ALICE)
+        again = await spawning.agent_send("question two", ALICE, agent_key=key)
+        by_label = await spawning.agent_send("question three", ALICE, label="W")
+        reused = await spawning.agent_spawn("worker", ALICE, label="w")
+
+    assert listed.splitlines()[:4] == [
+        "Active subagents (1):",
+        f"- agent_key: {key}",
+        "  agent_id: worker",
+        "  label: w",
+    ]
+    assert again == f"agent_key: {key}\nstatus: ok\nreply:\nsecond answer"
+    texts = [m.text for m in child_model.requests[1]]
+    assert texts[-3:] == ["question one", "first answer", "question two"]  # its session, restored
+    assert by_label == f"agent_key: {key}\nstatus: ok\nreply:\nthird answer"
+    assert reused == "Error: Label already in use: w"
+    stored = workspace / "users/alice/agents/harness/children/s1.json"
+    assert [c["key"] for c in json.loads(stored.read_text())["children"]] == [key]
+
+
+async def test_a_child_spawned_on_another_worker_is_reachable_here(workspace: Path) -> None:
+    child = counting_child()
+    async with (
+        make_agent(workspace, factory(child)) as worker_a,
+        make_agent(workspace, factory(child)) as worker_b,
+    ):
+        assert await hook(worker_b).spawning.agent_list(ALICE) == "No active subagents."
+        key = key_of(await hook(worker_a).spawning.agent_spawn("worker", ALICE, label="scout"))
+        by_key = await hook(worker_b).spawning.agent_send("hi", ALICE, agent_key=key)
+        by_label = await hook(worker_b).spawning.agent_send("again", ALICE, label="scout")
+    assert by_key == f"agent_key: {key}\nstatus: ok\nreply:\ndone #1"
+    assert by_label == f"agent_key: {key}\nstatus: ok\nreply:\ndone #2"
+
+
+async def test_another_users_stored_children_stay_unknown(workspace: Path) -> None:
+    child = counting_child()
+    async with make_agent(workspace, factory(child)) as agent:
+        key = key_of(await hook(agent).spawning.agent_spawn("worker", ALICE, label="scout"))
+    bob = RuntimeContext(session_id="s1", user_id="bob")
+    async with make_agent(workspace, factory(child)) as restarted:
+        spawning = hook(restarted).spawning
+        assert await spawning.agent_send("hi", bob, agent_key=key) == (
+            f"Error: Unknown agent_key: {key}"
+        )
+        assert await spawning.agent_send("hi", bob, label="scout") == "Error: Unknown label: scout"
+        assert await spawning.agent_list(bob) == "No active subagents."
+    assert child.calls == []
+
+
+async def test_a_child_whose_declaration_is_gone_says_so(workspace: Path) -> None:
+    async with make_agent(workspace, factory(counting_child())) as agent:
+        key = key_of(await hook(agent).spawning.agent_spawn("worker", ALICE))
+    async with make_agent(workspace, factory(counting_child(), "other")) as restarted:
+        out = await hook(restarted).spawning.agent_send("hi", ALICE, agent_key=key)
+    assert out == (
+        f"Error: cannot continue {key}: its subagent 'worker' is no longer declared; "
+        "spawn another one"
+    )
+
+
+async def test_an_unreadable_registry_is_ignored_with_a_warning(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stored = workspace / "users/alice/agents/harness/children/s1.json"
+    stored.parent.mkdir(parents=True)
+    stored.write_text("{not json")
+    async with make_agent(workspace, factory(counting_child())) as agent:
+        spawning = hook(agent).spawning
+        assert await spawning.agent_list(ALICE) == "No active subagents."
+        key = key_of(await spawning.agent_spawn("worker", ALICE))
+    assert "ignored the unreadable subagent registry" in caplog.text
+    assert [c["key"] for c in json.loads(stored.read_text())["children"]] == [key]
 
 
 # -- background failures -------------------------------------------------------------------
