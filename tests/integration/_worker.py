@@ -3,10 +3,12 @@
     python _worker.py turn     <redis url> <prefix> <local dir> <text>
     python _worker.py search   <redis url> <prefix> <local dir> <query>
     python _worker.py maintain <redis url> <prefix> <local dir>
+    python _worker.py delegate <redis url> <prefix> <local dir> <text>
 
 Each worker has its own local directory (its search index lives there) and shares everything
 else through the store. The scripted model answers every turn, and the memory flush keeps one
-fact per turn: "- <word> was mentioned" for the turn's word.
+fact per turn: "- <word> was mentioned" for the turn's word. ``delegate`` runs a turn of an
+agent with subagents, scripted by :data:`DELEGATION`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness import HarnessAgent, MemoryConfig, RuntimeContext
+from harness import HarnessAgent, MemoryConfig, RuntimeContext, SubagentsConfig
 from harness.models import ScriptedChatModel
 from harness.stores.redis import RedisStore
 from harness.tools import MemoryTools
@@ -38,22 +40,54 @@ SCRIPT = {
     ],
 }
 
+DELEGATION = {
+    "log": "requests.jsonl",
+    "turns": [
+        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+        {
+            "match": "^Delegate",
+            "tool_calls": [
+                {
+                    "name": "agent_spawn",
+                    "input": {
+                        "agent_id": "general-purpose",
+                        "task": "Summarize apple",
+                        "label": "helper",
+                        "timeout_seconds": 0,
+                    },
+                }
+            ],
+        },
+        {"match": "status: accepted", "text": "started"},
+        {"match": "^Summarize apple", "text": "apple summary"},
+        {
+            "match": "system-reminder",
+            "tool_calls": [
+                {"name": "agent_send", "input": {"label": "helper", "message": "And banana?"}}
+            ],
+        },
+        {"match": "^And banana", "text": "banana summary"},
+        {"match": "banana summary", "text": "done"},
+    ],
+}
+
 
 async def main(mode: str, url: str, prefix: str, local: str, *args: str) -> None:
     root = Path(local)
     (root / "ws").mkdir(parents=True, exist_ok=True)
     script = root / "script.json"
-    script.write_text(json.dumps(SCRIPT), encoding="utf-8")
+    delegating = mode == "delegate"
+    script.write_text(json.dumps(DELEGATION if delegating else SCRIPT), encoding="utf-8")
     store = RedisStore(url, prefix=prefix)
     agent = HarnessAgent(
         model=ScriptedChatModel.from_file(script),
         workspace=root / "ws",
         store=store,
         memory=MemoryConfig(auto_consolidate=False),
-        subagents=None,
+        subagents=SubagentsConfig() if delegating else None,
     )
     try:
-        if mode == "turn":
+        if mode in ("turn", "delegate"):
             print((await agent.call(args[0], ctx=CTX)).text)
         elif mode == "search":
             assert agent.maintenance is not None

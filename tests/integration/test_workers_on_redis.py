@@ -1,4 +1,4 @@
-"""Two worker processes share one workspace in a real Redis and take turns in one session."""
+"""Worker processes share one workspace in a real Redis and take turns in one session."""
 
 from __future__ import annotations
 
@@ -85,3 +85,25 @@ async def test_one_worker_at_a_time_runs_maintenance(redis_url: str, tmp_path: P
     assert sorted(o.strip() for o in outcomes) == ["ran", "skipped", "skipped", "skipped"]
     # Within the interval nobody runs it again.
     assert (await worker("maintain", redis_url, prefix, tmp_path / "w0")).strip() == "skipped"
+
+
+async def test_a_session_continues_its_subagent_work_on_another_worker(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A delegates in the background; B is told the result and continues A's child."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    a, b = tmp_path / "worker-a", tmp_path / "worker-b"
+
+    assert (await worker("delegate", redis_url, prefix, a, "Delegate apple")).strip() == "started"
+    assert (await worker("delegate", redis_url, prefix, b, "Any news?")).strip() == "done"
+
+    notice, child, answer = agent_requests(b)
+    # B's first step was told of the task A's process ran...
+    assert "<system-reminder>" in notice
+    assert "apple summary" in notice
+    # ...and B rebuilt A's child, whose conversation came back from the store.
+    for earlier in ("Summarize apple", "apple summary", "And banana?"):
+        assert earlier in child
+    assert "banana summary" in answer
+    assert not (a / "ws" / "users").exists()
+    assert not (b / "ws" / "users").exists()

@@ -156,9 +156,13 @@ class SubagentTools:
             depth=depth,
             session_id=f"sub-{suffix}",
         )
-        await self.settings.workspace.update_text(
-            self._path(ctx), lambda text: _with_child(text, child), ctx.user_id
-        )
+        try:
+            await self.settings.workspace.update_text(
+                self._path(ctx), lambda text: _with_child(text, child), ctx.user_id
+            )
+        except BaseException:
+            await close_child(agent)  # not registered: nobody else would release it
+            raise
         registry.add(child)
         registry.agents[child.key] = agent
         header = "\n".join(

@@ -12,6 +12,7 @@ import pytest
 from _children import Child, factory
 
 from harness import HarnessAgent, RuntimeContext
+from harness.errors import StorageError
 from harness.hooks import SubagentsHook
 from harness.models import ScriptedChatModel
 from harness.subagents import (
@@ -530,6 +531,30 @@ async def test_an_unreadable_registry_is_ignored_with_a_warning(
         key = key_of(await spawning.agent_spawn("worker", ALICE))
     assert "ignored the unreadable subagent registry" in caplog.text
     assert [c["key"] for c in json.loads(stored.read_text())["children"]] == [key]
+
+
+async def test_a_child_that_cannot_be_registered_is_closed_and_the_error_raised(
+    workspace: Path,
+) -> None:
+    class ClosingChild(Child):
+        closed = False
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    child = ClosingChild()
+    async with make_agent(workspace, factory(child)) as agent:
+        spawning = hook(agent).spawning
+
+        async def refused(*args: object, **kwargs: object) -> str:
+            raise StorageError("the store is down")
+
+        spawning.settings.workspace.update_text = refused  # type: ignore[method-assign]
+        with pytest.raises(StorageError, match="the store is down"):
+            await spawning.agent_spawn("worker", ALICE, task="hi")
+        assert await spawning.agent_list(ALICE) == "No active subagents."
+    assert child.closed
+    assert child.calls == []
 
 
 # -- background failures -------------------------------------------------------------------
