@@ -832,7 +832,7 @@ def test_maintain_without_a_model_archives_prunes_and_says_so(started: Started) 
         "archived 2 daily logs",
         "consolidated nothing (no model configured)",
         "pruned 2 transcript files",
-        "deleted 0 old task records, task results and traces",
+        "deleted 0 old task, trace and subagent registry files",
         "deleted 0 old evicted tool results",
     ]
     assert len(lines) == 6

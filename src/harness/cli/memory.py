@@ -193,8 +193,8 @@ def maintain_command(
     """Run the maintenance pass now: archive, consolidate, prune, re-index.
 
     Daily logs past retention move to memory/archive/, memory is consolidated (left out without
-    a model configured), old transcripts, background tasks and traces are deleted, and the index
-    catches up.
+    a model configured), old transcripts, background tasks, traces and subagent registries are
+    deleted, and the index catches up.
 
     Maintenance covers every namespace, so --user changes nothing here.
     """
@@ -209,7 +209,7 @@ def maintain_command(
             f"consolidated {', '.join(report.consolidated) or 'nothing'}"
             + ("" if has_model else " (no model configured)"),
             f"pruned {len(report.pruned)} transcript files",
-            f"deleted {len(report.expired)} old task records, task results and traces",
+            f"deleted {len(report.expired)} old task, trace and subagent registry files",
             f"deleted {len(report.evictions_deleted)} old evicted tool results",
             f"re-indexed {report.indexed_files} files",
         ]

@@ -35,8 +35,8 @@ class MemoryConfig:
             per user, across agent rebuilds.
         maintenance_interval: How often the maintenance worker runs its full pass.
         daily_retention_days: Daily logs older than this move to ``memory/archive/``.
-        session_retention_days: Session transcripts, background task records and results, and
-            traces not written for this long are deleted.
+        session_retention_days: Session transcripts, background task records and results,
+            traces and subagent registries not written for this long are deleted.
     """
 
     flush: bool = True

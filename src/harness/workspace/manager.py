@@ -244,7 +244,8 @@ class WorkspaceManager:
         A compare-and-set loop: if another writer changed the file in between, ``transform``
         runs again on the new text (so it must be quick and pure), and no edit is lost. Writers
         in this process take turns first, so only other processes' writes cost a retry (50
-        sessions of one user ending at once would otherwise retry one shared index ~1,000 times).
+        sessions of one user ending at once would otherwise retry their shared index hundreds
+        of times).
 
         Raises:
             StorageError: The file kept changing for :data:`MAX_UPDATE_ATTEMPTS` rounds.
