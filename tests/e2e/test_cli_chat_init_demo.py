@@ -26,6 +26,7 @@ from _cli_runner import (
     sessions_dir,
     split_requests,
     squash,
+    text_of,
     turns_of,
     visible_files,
     write_script,
@@ -327,9 +328,11 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     requests = split_requests(root / "demo-requests.jsonl")
     # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer;
     # then the spawn, its answer, the subagent's tool call and report, the answer to the notice;
+    # the new agent's agent_send, the subagent's answer, the new agent's answer;
     # then load_skill, read_file and the answer; then execute and the answer
-    assert len(requests.agent) == 16
-    assert len(requests.flush) == 6  # one per call (the prefix was flushed already)
+    assert len(requests.agent) == 19
+    # one per call of the guide and of the subagent (the prefix was flushed already)
+    assert len(requests.flush) == 8
     assert len(requests.consolidation) == 1  # step 4
     assert all(r[0]["role"] == "system" for r in [*requests.flush, *requests.consolidation])
     assert all(r[0]["content"][0]["text"] == FLUSH_SYSTEM_PROMPT for r in requests.flush)
@@ -392,14 +395,27 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         f'<task id="{record["task_id"]}" state="completed" agent="log-analyst">'
         in (notices[0]["content"][0]["text"])
     )
-    assert delegation[-1]["content"][0]["text"] == (
-        "The log analyst reports one error: an upstream timeout at 12:02:03."
-    )
+    replies = [text_of(m) for m in delegation if m["role"] == "assistant" and text_of(m)]
+    assert replies[-2:] == [
+        "The log analyst reports one error: an upstream timeout at 12:02:03.",
+        "The analyst suggests checking the upstream timeout settings first.",
+    ]
     step7 = section_text(stdout, 7)
     assert f"Task {record['task_id']} (log-analyst): completed" in step7
     assert report in step7
+    assert "continued its conversation with agent_send" in step7
     (child_session,) = (root / "users/ada/agents/log-analyst/context").iterdir()
     assert child_session.name.startswith("sub-")
+    # The new agent rebuilt the child from the registry and continued its saved conversation.
+    child = read_session(root, child_session.name, user="ada", agent="log-analyst")
+    asked = [text_of(m) for m in child if m["role"] == "user"]
+    assert asked[0] == "Find the errors in today's log."
+    assert asked[-1] == "What should we check first?"
+    assert text_of(child[-1]) == "The upstream service's timeout settings."
+    registry = json.loads(
+        (root / "users/ada/agents/guide/children/delegation.json").read_text(encoding="utf-8")
+    )
+    assert [(c["agent_id"], c["label"]) for c in registry["children"]] == [("log-analyst", "logs")]
     # 8. The skill was listed by name and description, then loaded and its resource read.
     step8 = " ".join(panel_lines(stdout, 8))
     assert "The prompt listed: - `release-notes`: Writes release notes in the team's template." in (

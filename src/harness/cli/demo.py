@@ -92,6 +92,20 @@ DEMO_SCRIPT = {
             "text": "The log analyst reports one error: an upstream timeout at 12:02:03.",
         },
         {
+            "match": "(?i)ask the log analyst",
+            "tool_calls": [
+                {
+                    "name": "agent_send",
+                    "input": {"label": "logs", "message": "What should we check first?"},
+                }
+            ],
+        },
+        {"match": "(?i)check first", "text": "The upstream service's timeout settings."},
+        {
+            "match": "timeout settings",
+            "text": "The analyst suggests checking the upstream timeout settings first.",
+        },
+        {
             "match": "(?i)release notes",
             "tool_calls": [{"name": "load_skill", "input": {"name": "release-notes"}}],
         },
@@ -354,6 +368,17 @@ async def _delegation(root: Path, script: Path) -> None:
     later = "Any news?"
     second = await agent.call(later, ctx=ctx)
     await agent.aclose()
+    # A later process: a new agent continues the same child, found in the session's registry.
+    restarted = HarnessAgent(
+        name="guide",
+        model=ScriptedChatModel.from_file(script),
+        workspace=root,
+        tools=[convert_miles, read_server_log],
+        memory=MemoryConfig(auto_consolidate=False),
+    )
+    follow_up = "Ask the log analyst what to check first."
+    third = await restarted.call(follow_up, ctx=ctx)
+    await restarted.aclose()
     saved = await agent.sessions.load(ctx)
     notice = next(m.text for m in saved if m.metadata.get("reminder") == "task_delivery")
     body = Text()
@@ -365,12 +390,14 @@ async def _delegation(root: Path, script: Path) -> None:
     )
     body.append(notice + "\n\n", style="dim")
     body.append(f"you: {later}\nguide: {second.text}", style="bold")
+    body.append("\n\nA new agent (as after a restart), same session:\n")
+    body.append(f"you: {follow_up}\nguide: {third.text}", style="bold")
     out.print(Panel(body, title="7. A subagent in the background"))
     out.print(
         "  The subagent is declared in subagents/log-analyst.md; "
-        "`harness tasks list --user ada --agent guide` lists its task, and "
-        "users/ada/agents/guide/children/delegation.json keeps the child, so a later process "
-        "can continue it with agent_send.\n",
+        "`harness tasks list --user ada --agent guide` lists its task. The new agent found the "
+        "child in users/ada/agents/guide/children/delegation.json and continued its "
+        "conversation with agent_send.\n",
         highlight=False,
     )
 
