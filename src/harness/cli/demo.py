@@ -310,14 +310,23 @@ def read_server_log() -> str:
     return "\n".join(lines)
 
 
-async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
-    """Step 6: a huge tool result is evicted to a file, and the grown session is compacted."""
-    agent = HarnessAgent(
+def _log_guide(root: Path, script: Path, **options: Any) -> HarnessAgent:
+    """The tour's agent with the server-log tool, as steps 6 and 7 build it (fresh each time)."""
+    return HarnessAgent(
         name="guide",
         model=ScriptedChatModel.from_file(script),
         workspace=root,
         tools=[convert_miles, read_server_log],
         memory=MemoryConfig(auto_consolidate=False),
+        **options,
+    )
+
+
+async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
+    """Step 6: a huge tool result is evicted to a file, and the grown session is compacted."""
+    agent = _log_guide(
+        root,
+        script,
         # Small limits, so a short tour shows what a long session does.
         tool_result_eviction=ToolResultEvictionConfig(max_result_chars=2_000, preview_chars=120),
         compaction=CompactionConfig(trigger_messages=8, trigger_tokens=0, keep_messages=4),
@@ -353,13 +362,7 @@ async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
 async def _delegation(root: Path, script: Path) -> None:
     """Step 7: a declared subagent works in the background; its result reaches the agent."""
     ctx = RuntimeContext(session_id="delegation", user_id="ada")
-    agent = HarnessAgent(
-        name="guide",
-        model=ScriptedChatModel.from_file(script),
-        workspace=root,
-        tools=[convert_miles, read_server_log],
-        memory=MemoryConfig(auto_consolidate=False),
-    )
+    agent = _log_guide(root, script)
     assert agent.tasks is not None
     ask = "Have the log analyst check today's log in the background."
     first = await agent.call(ask, ctx=ctx)
@@ -369,13 +372,7 @@ async def _delegation(root: Path, script: Path) -> None:
     second = await agent.call(later, ctx=ctx)
     await agent.aclose()
     # A later process: a new agent continues the same child, found in the session's registry.
-    restarted = HarnessAgent(
-        name="guide",
-        model=ScriptedChatModel.from_file(script),
-        workspace=root,
-        tools=[convert_miles, read_server_log],
-        memory=MemoryConfig(auto_consolidate=False),
-    )
+    restarted = _log_guide(root, script)
     follow_up = "Ask the log analyst what to check first."
     third = await restarted.call(follow_up, ctx=ctx)
     await restarted.aclose()
