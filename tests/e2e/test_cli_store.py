@@ -17,6 +17,10 @@ from _cli_runner import (
     write_script,
 )
 
+from harness.cli import main as cli_main
+from harness.errors import WorkspaceError
+from harness.stores import InMemoryStore
+
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
@@ -149,3 +153,36 @@ def test_every_reading_command_reads_the_store(cli: Cli, tmp_path: Path, redis_u
     missing = cli.run("trace", "s-lena", *local_b)
     assert missing.returncode == 2
     assert "no trace of session 's-lena' of user lena" in missing.stderr
+
+
+class ClosedStore(InMemoryStore):
+    """Remembers that the command closed it."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("workspace_usable", [True, False])
+async def test_run_and_chat_close_their_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workspace_usable: bool
+) -> None:
+    """The store's connection is closed after the turn, and when the agent cannot be built."""
+    store = ClosedStore()
+    monkeypatch.setattr(cli_main, "open_store", lambda url: store)
+    script = write_script(tmp_path / "script.json", [NO_MEMORIES, {"text": "hi"}])
+    workspace = tmp_path / "ws"
+    if not workspace_usable:
+        workspace.write_text("a file where the workspace should be")
+    given = cli_main.AgentOptions(workspace, f"scripted:{script}", "redis://unused", None, None)
+
+    if workspace_usable:
+        async with cli_main.opened_agent(given) as agent:
+            assert (await agent.call("hello")).text == "hi"
+            assert not store.closed
+    else:
+        with pytest.raises(WorkspaceError):
+            async with cli_main.opened_agent(given):
+                pass
+    assert store.closed

@@ -96,30 +96,32 @@ class AgentOptions:
 async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
     """The agent of ``run`` and ``chat``, with compaction sized to the model's window.
 
-    The model is built here, not by the agent, to learn its window first; so it is closed here.
+    The model is built here, not by the agent, to learn its window first; so it is closed here,
+    and so is the store's connection (the agent closes neither).
     """
     url = given.store or os.environ.get(STORE_ENV) or None
     store = open_store(url) if url else None  # a bad URL is refused before anything is built
-    window = given.context_window or context_window_from(os.environ)
-    llm = await asyncio.to_thread(
-        resolve_model, given.model, context_window=window, options=model_options(given.options)
-    )
-
-    def build() -> HarnessAgent:  # blocking: it checks, and may create, the workspace
-        return HarnessAgent(
-            model=llm,
-            workspace=checked_workspace(given.workspace).root,
-            store=store,
-            compaction=cli_compaction(window or getattr(llm, "context_window", None)),
+    async with contextlib.AsyncExitStack() as cleanup:
+        if store is not None:
+            cleanup.push_async_callback(store.aclose)
+        window = given.context_window or context_window_from(os.environ)
+        llm = await asyncio.to_thread(
+            resolve_model, given.model, context_window=window, options=model_options(given.options)
         )
-
-    try:
-        async with await asyncio.to_thread(build) as agent:
-            yield agent
-    finally:
         close = getattr(llm, "aclose", None)
         if close is not None:
-            await close()
+            cleanup.push_async_callback(close)
+
+        def build() -> HarnessAgent:  # blocking: it checks, and may create, the workspace
+            return HarnessAgent(
+                model=llm,
+                workspace=checked_workspace(given.workspace).root,
+                store=store,
+                compaction=cli_compaction(window or getattr(llm, "context_window", None)),
+            )
+
+        async with await asyncio.to_thread(build) as agent:
+            yield agent
 
 
 @app.command()
