@@ -69,6 +69,27 @@ def _a_file(tmp: Path) -> Path:
     return path
 
 
+def _empty_agent(command: tuple[str, ...]) -> Case:
+    return Case(
+        args=lambda t: [*command, "-w", t / "ws", "--agent", ""],
+        needles=lambda t: ["Invalid value for '--agent'", "must not be empty"],
+    )
+
+
+def _empty_session(command: tuple[str, ...]) -> Case:
+    return Case(
+        args=lambda t: [*command, "", "-w", t / "ws"],
+        needles=lambda t: ["Invalid value for 'session'", "must not be empty"],
+    )
+
+
+def _small_window(size: str) -> Case:
+    return Case(
+        args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "--context-window", size, "hi"],
+        needles=lambda t: ["'--context-window'", f"{size} is too small", "at least 256 tokens"],
+    )
+
+
 CONFIG_ERRORS = {
     "no model": Case(
         args=lambda t: ["run", "-w", t / "ws", "hello"],
@@ -120,6 +141,41 @@ CONFIG_ERRORS = {
     "workspace under a regular file": Case(
         args=lambda t: ["run", "-w", _a_file(t) / "ws", "--model", _script(t), "hello"],
         needles=lambda t: ["cannot create workspace", str(t / "not-a-dir" / "ws")],
+    ),
+    **{
+        f"empty --agent of {' '.join(command)}": _empty_agent(command)
+        for command in (
+            ("sessions", "show", "s1"),
+            ("trace", "s1"),
+            ("tasks", "list"),
+            ("tasks", "show", "task_1"),
+            ("tasks", "cancel", "task_1"),
+        )
+    },
+    **{
+        f"empty session of {' '.join(command)}": _empty_session(command)
+        for command in (
+            ("sessions", "show"),
+            ("trace",),
+        )
+    },
+    **{f"context window of {size}": _small_window(size) for size in ("1", "2", "3", "255")},
+    "context window from the environment": Case(
+        args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "hello"],
+        needles=lambda t: ["HARNESS_CONTEXT_WINDOW='3'", "at least 256"],
+        env={"HARNESS_CONTEXT_WINDOW": "3"},
+    ),
+    "store URL that does not parse": Case(
+        args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "--store", "redis://[::1", "hi"],
+        needles=lambda t: ["'redis://[::1'", "Invalid IPv6 URL", "redis://host:port/db"],
+    ),
+    "store URL with a database that is not a number": Case(
+        args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "--store", "redis://h/abc", "hi"],
+        needles=lambda t: ["'redis://h/abc'", "the database 'abc' is not a number"],
+    ),
+    "store URL with a bad port": Case(
+        args=lambda t: ["sessions", "show", "s1", "-w", t / "ws", "--store", "redis://h:x/0"],
+        needles=lambda t: ["'redis://h:x/0'", "Port could not be cast"],
     ),
 }
 

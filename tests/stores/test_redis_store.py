@@ -146,10 +146,44 @@ async def test_the_error_message_does_not_show_the_password() -> None:
     assert "s3cret" not in repr(store)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "127.0.0.1:6379"])
-def test_a_url_that_is_not_redis_is_a_config_error(url: str) -> None:
-    with pytest.raises(ConfigError, match="is not usable"):
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:6379", "the scheme 'http' is not redis, rediss or unix"),
+        ("127.0.0.1:6379", "is not redis, rediss or unix"),
+        ("redis://[::1", "Invalid IPv6 URL"),
+        ("redis://host:port/0", "Port could not be cast"),
+        ("redis://host:70000/0", "Port out of range"),
+        # redis-py would quietly take these as database 0, another workspace's data
+        ("redis://host/abc", "the database 'abc' is not a number"),
+        ("redis://host:6379/0x1", "the database '0x1' is not a number"),
+        ("unix:///run/redis.sock?db=main", "the database 'main' is not a number"),
+    ],
+)
+def test_a_url_that_is_not_a_usable_redis_url_is_a_config_error(url: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as caught:
         RedisStore(url)
+
+    assert f"RedisStore URL {url!r} is not usable (" in str(caught.value)
+    assert reason in str(caught.value)
+    assert str(caught.value).endswith("use redis://host:port/db, e.g. redis://127.0.0.1:6379/0")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://127.0.0.1:6379/0", "redis://h", "rediss://h:6380/15", "redis://[::1]:6379/2",
+     "unix:///run/redis.sock?db=3", "redis:///1"],
+)  # fmt: skip
+def test_the_forms_redis_takes_are_accepted(url: str) -> None:
+    assert RedisStore(url).url == url  # nothing connects until the first operation
+
+
+def test_the_password_of_a_url_that_does_not_parse_is_not_shown() -> None:
+    with pytest.raises(ConfigError) as caught:
+        RedisStore("redis://app:s3cret@[::1/0")
+
+    assert "s3cret" not in str(caught.value)
+    assert "'redis://app:***@[::1/0'" in str(caught.value)
 
 
 @pytest.mark.parametrize("prefix", ["", "a:b", "a{b}"])

@@ -16,14 +16,16 @@ from rich.markup import escape
 from harness.agent import default_workspace
 from harness.cli._output import err
 from harness.errors import ConfigError, HarnessError, WorkspaceError
-from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW
+from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
 
 __all__ = [
+    "AgentOpt",
     "ContextWindowOpt",
     "ModelOpt",
     "ModelOptionOpt",
+    "SessionArg",
     "SessionOpt",
     "StoreOpt",
     "UserOpt",
@@ -82,7 +84,7 @@ async def opened_workspace(path: Path | None, store: str | None) -> AsyncIterato
 
 
 def not_empty(value: str | None) -> str | None:
-    """Reject an empty id as a usage error (RuntimeContext would raise a bare ValueError)."""
+    """Reject an empty id as a usage error: a traceback from deep inside would say less."""
     if value == "":
         msg = "must not be empty"
         raise typer.BadParameter(msg)
@@ -99,6 +101,13 @@ def not_blank(value: str) -> str:
 
 SessionOpt = Annotated[
     str, typer.Option("--session", "-s", help="Session to continue.", callback=not_empty)
+]
+SessionArg = Annotated[str, typer.Argument(help="The session id.", callback=not_empty)]
+AgentOpt = Annotated[
+    str,
+    typer.Option(
+        "--agent", "-a", help="The agent whose sessions and tasks these are.", callback=not_empty
+    ),
 ]
 UserOpt = Annotated[
     str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=not_empty)
@@ -121,11 +130,24 @@ StoreOpt = Annotated[
         show_default="$HARNESS_STORE, else the local workspace",
     ),
 ]
+
+
+def window_size(value: int | None) -> int | None:
+    """Reject a window too small for any prompt, before compaction refuses it less clearly."""
+    if value is not None and value < MIN_CONTEXT_WINDOW:
+        msg = (
+            f"{value} is too small: give the model's context window, at least "
+            f"{MIN_CONTEXT_WINDOW} tokens"
+        )
+        raise typer.BadParameter(msg)
+    return value
+
+
 ContextWindowOpt = Annotated[
     int | None,
     typer.Option(
         "--context-window",
-        min=1,
+        callback=window_size,
         metavar="N",
         help="The model's context window in tokens: compaction keeps the conversation well "
         "inside it, and a local model allocates that much.",

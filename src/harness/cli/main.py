@@ -267,5 +267,23 @@ def demo(
 
 
 def main() -> None:
-    """Entry point of the ``harness`` console script."""
-    app()
+    """Entry point of the ``harness`` console script.
+
+    A usage error (an unknown option, a value out of range, an empty id) is one line on stderr
+    and exit code 2, like every other error of the command: Click's own rendering is a box of
+    several lines that a script reading stderr cannot take apart.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # Click's errors, as Typer ships Click
+        # A group run alone (`harness tasks`) has printed its help already; Typer tells that
+        # error by its class name as well, the class not being public.
+        if type(exc).__name__ != "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            message = f"error: {exc.format_message()}{hint}"
+            err.print(message, markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:  # end of input at a prompt
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

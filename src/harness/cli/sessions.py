@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
+from harness.cli._common import (
+    AgentOpt,
+    SessionArg,
+    StoreOpt,
+    UserOpt,
+    WorkspaceOpt,
+    opened_workspace,
+    run_async,
+)
 from harness.cli._output import out
 from harness.context import RuntimeContext
 from harness.session import CompactionLog, SessionStore
@@ -21,13 +29,12 @@ sessions_app = typer.Typer(
     help="Saved sessions and their compaction records.", no_args_is_help=True
 )
 
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent whose session it is.")]
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 
 @sessions_app.command("show")
 def show_command(
-    session: Annotated[str, typer.Argument(help="The session id.")],
+    session: SessionArg,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     user: UserOpt = None,

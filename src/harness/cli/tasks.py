@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
+from harness.cli._common import (
+    AgentOpt,
+    StoreOpt,
+    UserOpt,
+    WorkspaceOpt,
+    not_empty,
+    opened_workspace,
+    run_async,
+)
 from harness.cli._output import out
 from harness.errors import ConfigError
 from harness.subagents import TaskRecord, TaskRepository, TaskStatus
@@ -19,9 +27,8 @@ __all__ = ["tasks_app"]
 
 tasks_app = typer.Typer(help="Background subagent tasks.", no_args_is_help=True)
 
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="The agent that started the tasks.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
-TaskArg = Annotated[str, typer.Argument(help="The task id (task_...).")]
+TaskArg = Annotated[str, typer.Argument(help="The task id (task_...).", callback=not_empty)]
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 

@@ -20,7 +20,15 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.cli._common import StoreOpt, UserOpt, WorkspaceOpt, opened_workspace, run_async
+from harness.cli._common import (
+    AgentOpt,
+    SessionArg,
+    StoreOpt,
+    UserOpt,
+    WorkspaceOpt,
+    opened_workspace,
+    run_async,
+)
 from harness.cli._output import out
 from harness.errors import ConfigError
 from harness.observability import CallSummary, read_trace, summarize, total
@@ -33,13 +41,11 @@ Record = Mapping[str, Any]
 
 
 def trace_command(
-    session: Annotated[str, typer.Argument(help="The session id.")],
+    session: SessionArg,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     user: UserOpt = None,
-    agent: Annotated[
-        str, typer.Option("--agent", "-a", help="The agent whose session it is.")
-    ] = DEFAULT_AGENT_NAME,
+    agent: AgentOpt = DEFAULT_AGENT_NAME,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the records and totals as JSON.")
     ] = False,

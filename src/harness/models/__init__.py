@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_WINDOW_ENV",
     "DEFAULT_LOCAL_CONTEXT_WINDOW",
+    "MIN_CONTEXT_WINDOW",
     "AnthropicChatModel",
     "LocalChatModel",
     "OpenAIChatModel",
@@ -47,6 +48,9 @@ _SPECS = "openai:<model>, anthropic:<model>, local[:<file.gguf>] or scripted:<pa
 CONTEXT_WINDOW_ENV = "HARNESS_CONTEXT_WINDOW"
 
 DEFAULT_LOCAL_CONTEXT_WINDOW = 8192
+MIN_CONTEXT_WINDOW = 256
+"""The smallest window ``--context-window`` and ``HARNESS_CONTEXT_WINDOW`` take: below it not
+even a short prompt and its answer fit, and compaction's fractions of it round to nothing."""
 """A local model's context size by default: SmolLM2's training context, room for the harness's
 prompt, its tools and a conversation."""
 
@@ -140,8 +144,11 @@ def context_window_from(env: Mapping[str, str]) -> int | None:
     raw = env.get(CONTEXT_WINDOW_ENV, "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or int(raw) < 1:
-        msg = f"{CONTEXT_WINDOW_ENV}={raw!r} is not a positive number of tokens"
+    if not raw.isdigit() or int(raw) < MIN_CONTEXT_WINDOW:
+        msg = (
+            f"{CONTEXT_WINDOW_ENV}={raw!r} is not a number of tokens of at least "
+            f"{MIN_CONTEXT_WINDOW}"
+        )
         raise ConfigError(msg)
     return int(raw)
 

@@ -26,9 +26,10 @@ compare-and-set would then report a conflict it caused itself): they raise
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -88,15 +89,42 @@ return {keys, redis.call('HMGET', KEYS[1], unpack(keys))}
 
 
 def _redact(url: str) -> str:
-    """``url`` without its password, fit for an error message."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=f"{user}{host}"))
+    """``url`` without its password, fit for an error message, also when it does not parse."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+_USE: Final = "use redis://host:port/db, e.g. redis://127.0.0.1:6379/0"
+
+
+def _check_url(url: str) -> None:
+    """Refuse what redis-py would choke on, or would quietly read otherwise than written.
+
+    redis-py takes a database that is not a number (``redis://host/abc``) as database 0, so a
+    typo would share another workspace's data; a malformed host or port raises a bare
+    ``ValueError`` from deep in its parser.
+
+    Raises:
+        ConfigError: The URL is not a ``redis://``, ``rediss://`` or ``unix://`` URL with a
+            numeric port and database.
+    """
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number from 0 to 65535 raises here
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        database = parts.path.strip("/") if parts.scheme != "unix" else ""
+        database = database or next(
+            (value for key, value in parse_qsl(parts.query) if key == "db"), ""
+        )
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            reason = f"the scheme {parts.scheme or '(none)'!r} is not redis, rediss or unix"
+        elif database and not database.isdigit():
+            reason = f"the database {database!r} is not a number"
+        else:
+            return
+    msg = f"RedisStore URL {_redact(url)!r} is not usable ({reason}); {_USE}"
+    raise ConfigError(msg)
 
 
 def _parse(namespace: Namespace, key: str, field: bytes | str) -> Item:
@@ -131,6 +159,7 @@ class RedisStore(BaseStore):
         if not prefix or any(ch in prefix for ch in "{}:"):
             msg = f"RedisStore prefix must be non-empty, without '{{', '}}' or ':', got {prefix!r}"
             raise ConfigError(msg)
+        _check_url(url)
         self.url = url
         self.prefix = prefix
         try:
@@ -141,7 +170,7 @@ class RedisStore(BaseStore):
                 retry=Retry(NoBackoff(), 0),
             )
         except ValueError as exc:
-            msg = f"RedisStore URL {_redact(url)!r} is not usable ({exc}); use redis://host:port/db"
+            msg = f"RedisStore URL {_redact(url)!r} is not usable ({exc}); {_USE}"
             raise ConfigError(msg) from exc
         self._put = self._redis.register_script(_PUT)
         self._delete = self._redis.register_script(_DELETE)
