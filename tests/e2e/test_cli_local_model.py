@@ -24,6 +24,7 @@ from _cli_runner import (
 )
 
 from conftest import LlamaServer, local_weights
+from harness.models._native_check import REBUILD_COMMAND
 from harness.models.local import INSTALL_COMMAND
 
 TURNS = 30
@@ -76,6 +77,39 @@ def test_without_the_extra_the_error_says_how_to_install_it(cli: Cli, tmp_path: 
     assert result.stderr_lines == [
         f"error: local models need llama-cpp-python: run {INSTALL_COMMAND}"
     ]
+
+
+CRASHING_BUILD = """
+import os, signal
+
+class Llama:  # what a build for another CPU does at its first matrix product
+    def __init__(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGILL)
+"""
+
+
+def test_a_build_that_cannot_run_on_this_cpu_is_one_line_not_a_silent_exit_132(
+    cli: Cli, tmp_path: Path
+) -> None:
+    local_weights()  # the bundled weights, found as for the real build
+    build = tmp_path / "crashing-build"
+    (build / "llama_cpp" / "lib").mkdir(parents=True)
+    (build / "llama_cpp" / "__init__.py").write_text(CRASHING_BUILD, encoding="utf-8")
+
+    result = cli.run(
+        "run", "-w", "ws", "-s", "s1", "--model", "local", "Say hi",
+        env={"PYTHONPATH": str(build)},
+    )  # fmt: skip
+
+    assert result.returncode == 2, result
+    assert result.stdout == "", result
+    assert len(result.stderr_lines) == 1, result
+    line = result.stderr_lines[0]
+    assert line.startswith("error: the local model cannot run on this CPU: "), result
+    assert "SIGILL" in line
+    assert line.endswith(REBUILD_COMMAND), result
+    # The accepted turn is kept, as after any failure of the model.
+    assert [m["role"] for m in read_session(cli.cwd / "ws", "s1")] == ["user"]
 
 
 @pytest.mark.parametrize(

