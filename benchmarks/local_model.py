@@ -14,15 +14,26 @@
    flush is a second model request after the turn), and the session is removed between turns,
    so the conversation does not grow between repetitions.
 
+3. **Builds of llama.cpp.** The same generation and prompt, each in a process of its own, with
+   each build named by ``--builds``: ``portable`` (what ``scripts/install-local`` installs, the
+   baseline), ``native`` (``-march=native``: every instruction of this CPU) and ``avx512``
+   (portable plus AVX-512 and AVX-VNNI: native without AMX), each
+   fetched or built by ``scripts/install-local --print-wheel`` (a build takes minutes, once)
+   and installed into a directory of its own. A build that dies on this CPU is reported as
+   such and left out of "the fastest build that runs here". Also the cost of the check that
+   the build runs on this CPU (:mod:`harness.models._native_check`) on a load already checked.
+
 The machine is shared and noisy: medians of ``--reps`` repetitions, interleaved.
 
     .venv/bin/python benchmarks/local_model.py [--reps 9] [--tokens 64] [--turn-tokens 8]
+        [--parts 1,2,3] [--builds portable,native,avx512]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -41,6 +52,7 @@ import openai
 
 from harness import HarnessAgent, RuntimeContext
 from harness.kernel import ChatChunk, ChatResponse, Msg, TextBlock, ToolSchema
+from harness.models._native_check import check_runs_here
 from harness.models.local import LocalChatModel, bundled_weights
 from harness.models.openai import OpenAIChatModel
 
@@ -225,30 +237,184 @@ async def overhead(base_url: str, reps: int, tokens: int) -> tuple[list[float], 
     return harness_times, direct_times
 
 
-async def main(reps: int, tokens: int, turn_tokens: int) -> None:
-    local = LocalChatModel(n_ctx=N_CTX, n_threads=THREADS)
-    print(f"SmolLM2-135M Q4_1, n_ctx {N_CTX}, {THREADS} threads, {reps} repetitions, medians\n")
-    await in_process_generation(local, 8)  # loads the model
-    with llama_server() as base_url:
-        client = openai.AsyncOpenAI(api_key="none", base_url=base_url)
-        await server_generation(client, 8)
-        gen_local, gen_server, prompt_local, prompt_server = [], [], [], []
-        for _ in range(reps):
-            gen_local.append(await in_process_generation(local, tokens))
-            gen_server.append(await server_generation(client, tokens))
-            prompt_local.append(await in_process_prompt(local))
-            prompt_server.append(await server_prompt(client))
-        await client.close()
-        g_local, g_server = statistics.median(gen_local), statistics.median(gen_server)
-        p_local, p_server = statistics.median(prompt_local), statistics.median(prompt_server)
-        print("1. tokens per second (baseline: in-process)")
-        print(
-            f"   generation ({tokens} tokens): in-process {g_local:6.1f}   server {g_server:6.1f}"
-        )
-        print(f"      server / in-process: {g_server / g_local:.2f}x")
-        print(f"   prompt processing:       in-process {p_local:6.1f}  server {p_server:6.1f}")
-        print(f"      server / in-process: {p_server / p_local:.2f}x\n")
+# -- 3. builds of llama.cpp ---------------------------------------------------------------------
 
+ROOT = Path(__file__).resolve().parent.parent
+
+MEASURE = """
+import json, sys, time
+import llama_cpp
+from llama_cpp import Llama
+path, n_ctx, threads, tokens, question, long_prompt = sys.argv[1:]
+# ChatML, as the harness sends it: a bare question gets an empty answer from SmolLM2.
+question = f"<|im_start|>user\\n{question}<|im_end|>\\n<|im_start|>assistant\\n"
+start = time.perf_counter()
+llama = Llama(model_path=path, n_ctx=int(n_ctx), n_threads=int(threads), verbose=False)
+load = time.perf_counter() - start
+llama.create_completion(question, max_tokens=8, temperature=0.0)  # warm
+llama.reset()
+start = time.perf_counter()
+out = llama.create_completion(question, max_tokens=int(tokens), temperature=0.0)
+assert out["usage"]["completion_tokens"] > 0, out["usage"]
+generation = out["usage"]["completion_tokens"] / (time.perf_counter() - start)
+llama.reset()
+start = time.perf_counter()
+out = llama.create_completion(long_prompt, max_tokens=1)
+prompt = out["usage"]["prompt_tokens"] / (time.perf_counter() - start)
+llama.close()
+result = {"generation": generation, "prompt": prompt, "load": load, "module": llama_cpp.__file__}
+print(json.dumps(result))
+"""
+
+
+BUILDS = {
+    "portable": ((), ""),
+    "native": (("--native",), ""),
+    # The native build without AMX (whose code dies on some CPUs that advertise it).
+    "avx512": (
+        (),
+        "-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON "
+        "-DGGML_AVX_VNNI=ON",
+    ),
+}
+"""The builds part 3 knows: scripts/install-local's options and extra CMake options of each."""
+
+
+def installed_build(name: str, target: Path) -> Path:
+    """Build ``name``'s wheel (on first use) and install it into ``target``, for PYTHONPATH."""
+    options, cmake_args = BUILDS[name]
+    wheel = subprocess.run(
+        [str(ROOT / "scripts" / "install-local"), "--print-wheel", *options],
+        env={**os.environ, "HARNESS_LLAMA_CMAKE_ARGS": cmake_args},
+        capture_output=True,
+        text=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+         wheel],
+        check=True,
+    )  # fmt: skip
+    return target
+
+
+def measure_build(site: Path, tokens: int) -> dict[str, Any] | str:
+    """Tokens per second of the build in ``site``, or how its process died."""
+    child = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(bundled_weights()), str(N_CTX), str(THREADS),
+         str(tokens), QUESTION, LONG_PROMPT],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    if child.returncode < 0:
+        return f"dies of {signal_name(-child.returncode)} on this CPU"
+    if child.returncode:
+        return f"failed: {child.stderr.strip().splitlines()[-1:]}"
+    result: dict[str, Any] = json.loads(child.stdout)
+    assert str(result["module"]).startswith(str(site)), result  # that very build ran
+    return result
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def builds(profiles: list[str], reps: int, tokens: int) -> None:
+    print("3. builds of llama.cpp, each in a process of its own (baseline: portable)")
+    with tempfile.TemporaryDirectory() as tmp:
+        sites = {name: installed_build(name, Path(tmp) / name) for name in profiles}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in profiles}
+        died: dict[str, str] = {}
+        for _ in range(reps):
+            for name, site in sites.items():
+                if name in died:
+                    continue
+                outcome = measure_build(site, tokens)
+                if isinstance(outcome, str):
+                    died[name] = outcome
+                else:
+                    runs[name].append(outcome)
+    medians = {
+        name: (
+            statistics.median(run["generation"] for run in results),
+            statistics.median(run["prompt"] for run in results),
+        )
+        for name, results in runs.items()
+        if name not in died
+    }
+    base = medians.get("portable")
+    for name in profiles:
+        if name in died:
+            print(f"   {name:9} {died[name]}")
+            continue
+        gen, prompt = medians[name]
+        ratio = f"  ({gen / base[0]:.2f}x, {prompt / base[1]:.2f}x)" if base else ""
+        print(f"   {name:9} generation {gen:6.1f} tok/s   prompt {prompt:6.1f} tok/s{ratio}")
+    if base and medians:
+        fastest = max(medians, key=lambda name: medians[name][0])
+        gen, prompt = medians[fastest]
+        print(
+            f"   fastest build that runs here: {fastest}; portable / {fastest}: generation "
+            f"{base[0] / gen:.2f}x, prompt {base[1] / prompt:.2f}x"
+        )
+    weights = bundled_weights()
+    check_runs_here(weights)  # the first check, if this build was never checked
+    times = []
+    for _ in range(1000):
+        start = time.perf_counter()
+        check_runs_here(weights)
+        times.append(time.perf_counter() - start)
+    check = statistics.median(times)
+    load = statistics.median(run["load"] for run in runs["portable"]) if base else float("nan")
+    print(
+        f"   the CPU check of a load already checked: {check * 1e6:.0f} µs "
+        f"(loading the model: {load * 1000:.0f} ms; the check adds {check / load:.2%})"
+    )
+
+
+async def tokens_per_second(base_url: str, reps: int, tokens: int) -> None:
+    local = LocalChatModel(n_ctx=N_CTX, n_threads=THREADS)
+    await in_process_generation(local, 8)  # loads the model
+    client = openai.AsyncOpenAI(api_key="none", base_url=base_url)
+    await server_generation(client, 8)
+    gen_local, gen_server, prompt_local, prompt_server = [], [], [], []
+    for _ in range(reps):
+        gen_local.append(await in_process_generation(local, tokens))
+        gen_server.append(await server_generation(client, tokens))
+        prompt_local.append(await in_process_prompt(local))
+        prompt_server.append(await server_prompt(client))
+    await client.close()
+    g_local, g_server = statistics.median(gen_local), statistics.median(gen_server)
+    p_local, p_server = statistics.median(prompt_local), statistics.median(prompt_server)
+    print("1. tokens per second (baseline: in-process)")
+    print(f"   generation ({tokens} tokens): in-process {g_local:6.1f}   server {g_server:6.1f}")
+    print(f"      server / in-process: {g_server / g_local:.2f}x")
+    print(f"   prompt processing:       in-process {p_local:6.1f}  server {p_server:6.1f}")
+    print(f"      server / in-process: {p_server / p_local:.2f}x\n")
+
+
+async def main(
+    reps: int, tokens: int, turn_tokens: int, parts: set[str], profiles: list[str]
+) -> None:
+    print(f"SmolLM2-135M Q4_1, n_ctx {N_CTX}, {THREADS} threads, {reps} repetitions, medians\n")
+    if "3" in parts and profiles:
+        builds(profiles, reps, tokens)
+        print()
+    if not parts & {"1", "2"}:
+        return
+    with llama_server() as base_url:
+        if "1" in parts:
+            await tokens_per_second(base_url, reps, tokens)
+        if "2" not in parts:
+            return
         with_harness, direct = await overhead(base_url, reps, turn_tokens)
     h, d = statistics.median(with_harness), statistics.median(direct)
     print(f"2. one turn, {turn_tokens}-token answer, against the server")
@@ -265,5 +431,19 @@ if __name__ == "__main__":
     parser.add_argument(
         "--turn-tokens", type=int, default=8, help="answer length, part 2 (short: less noise)"
     )
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 3")
+    parser.add_argument(
+        "--builds",
+        default=",".join(BUILDS),
+        help=f"part 3: the builds, of {', '.join(BUILDS)}; portable is the baseline",
+    )
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.reps, arguments.tokens, arguments.turn_tokens))
+    asyncio.run(
+        main(
+            arguments.reps,
+            arguments.tokens,
+            arguments.turn_tokens,
+            set(arguments.parts.split(",")),
+            [name for name in arguments.builds.split(",") if name],
+        )
+    )
