@@ -121,9 +121,11 @@ class HarnessAgent:
             run commands) in the caller's namespace.
         skills: List the workspace's ``skills/<name>/SKILL.md`` in the prompt (names and
             descriptions) and offer ``load_skill``.
-        mcp_servers: MCP servers whose tools join the toolkit as ``<server>__<tool>``, besides
-            those the workspace's ``tools.json`` declares; they start at the first call (the
-            ``mcp`` extra is needed only when there are some).
+        mcp_servers: MCP servers whose tools join the toolkit as ``<server>__<tool>``; they
+            start at the first call (the ``mcp`` extra is needed only when there are some).
+        mcp_config: A ``tools.json`` file on this machine listing more MCP servers; it must
+            lie outside the workspace, whose files the agent can write (a ``tools.json`` in
+            the workspace is not read: ``docs/security.md``).
         memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
             it off.
         memory_model: The model (or spec) that extracts and consolidates memories; the agent's
@@ -168,6 +170,7 @@ class HarnessAgent:
         subagents: SubagentsConfig | Sequence[Declaration] | None = DEFAULT_SUBAGENTS,
         skills: bool = True,
         mcp_servers: Sequence[MCPServerConfig] = (),
+        mcp_config: str | Path | None = None,
         trace: bool = True,
         otel: bool = False,
     ) -> None:
@@ -193,7 +196,7 @@ class HarnessAgent:
             # 0: sees every event before anyone changes it
             chain.append(AgentTraceHook(self.workspace, agent_name=name, otel=otel))
         # 1: the MCP servers' tools are in the toolkit before any other hook looks at it
-        self.mcp = MCPHook(mcp_servers, workspace=self.workspace)
+        self.mcp = MCPHook(mcp_servers, config_file=mcp_config, workspace=self.workspace)
         chain.append(self.mcp)
         self.maintenance: MemoryMaintenance | None = None
         self.compactions = CompactionLog(self.workspace, name)
@@ -423,6 +426,7 @@ class HarnessAgent:
             config.declarations,
             general_purpose=general_purpose(settings.max_iters) if config.general_purpose else None,
             refresh_seconds=config.refresh_seconds,
+            allowed_models=config.allowed_models,
         )
         self.tasks = TaskRepository(
             self.workspace,

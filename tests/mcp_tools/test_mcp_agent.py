@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -117,8 +118,10 @@ async def test_a_missing_command_is_one_warning_and_the_agent_answers(
     ]
 
 
-async def test_servers_come_from_the_workspace_tools_json(workspace: Path) -> None:
-    (workspace / "tools.json").write_text(
+async def test_servers_come_from_the_operators_tools_json(workspace: Path) -> None:
+    config = workspace.parent / "operator" / "tools.json"
+    config.parent.mkdir()
+    config.write_text(
         json.dumps(
             {
                 "mcpServers": {
@@ -145,6 +148,7 @@ async def test_servers_come_from_the_workspace_tools_json(workspace: Path) -> No
         memory=None,
         hooks=[names],
         mcp_servers=[stdio_server("calc", allow=("add",))],
+        mcp_config=config,
     )
     try:
         assert (await agent.call("pid?")).text == "done"
@@ -159,13 +163,29 @@ async def test_servers_come_from_the_workspace_tools_json(workspace: Path) -> No
 
 
 async def test_a_malformed_tools_json_fails_the_call_with_a_clear_error(workspace: Path) -> None:
-    (workspace / "tools.json").write_text('{"mcpServers": {"x": {"command": "a", "url": "b"}}}')
+    config = workspace.parent / "tools.json"
+    config.write_text('{"mcpServers": {"x": {"command": "a", "url": "b"}}}')
     model = ScriptedChatModel([{"text": "never"}])
     agent = HarnessAgent(model=model, workspace=workspace, memory=None)
-    mcp = MCPHook(workspace=agent.workspace, toolkit=agent.delegate.toolkit)
+    mcp = MCPHook(config_file=config, workspace=agent.workspace, toolkit=agent.delegate.toolkit)
 
-    with pytest.raises(ConfigError, match=r"^tools\.json: MCP server 'x' needs exactly one of"):
+    where = re.escape(str(config))
+    with pytest.raises(ConfigError, match=rf"^{where}: MCP server 'x' needs exactly one of"):
         await mcp.start()
+
+
+async def test_a_missing_operator_file_is_a_config_error_naming_it(workspace: Path) -> None:
+    agent = HarnessAgent(
+        model=ScriptedChatModel([{"text": "never"}]),
+        workspace=workspace,
+        memory=None,
+        mcp_config=workspace.parent / "nope.json",
+    )
+    try:
+        with pytest.raises(ConfigError, match=r"no MCP configuration at .*nope\.json"):
+            await agent.call("hi")
+    finally:
+        await agent.aclose()
 
 
 async def test_a_hook_without_a_toolkit_says_so() -> None:

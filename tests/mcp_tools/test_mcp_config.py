@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,11 @@ from harness.mcp import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
     MCPServerConfig,
-    load_tools_json,
+    load_mcp_config,
     merge_servers,
     parse_tools_json,
 )
 from harness.mcp._connection import import_sdk
-from harness.workspace import WorkspaceManager
 
 FULL = {
     "mcpServers": {
@@ -158,17 +158,19 @@ def test_deny_wins_over_allow() -> None:
     assert [everything.allows(tool) for tool in ("p", "q", "r")] == [True, False, True]
 
 
-async def test_load_reads_the_workspace_file_and_a_users_own_first(workspace: Path) -> None:
-    manager = WorkspaceManager(workspace)
-    assert await load_tools_json(manager) == []
-    (workspace / "tools.json").write_text('{"mcpServers": {"shared": {"command": "s"}}}')
-    (workspace / "users" / "ada").mkdir(parents=True)
-    (workspace / "users" / "ada" / "tools.json").write_text('{"mcpServers": {"own": {"url": 1}}}')
-
-    assert [s.name for s in await load_tools_json(manager)] == ["shared"]
-    assert [s.name for s in await load_tools_json(manager, "bob")] == ["shared"]
-    with pytest.raises(ConfigError, match=r"^users/ada/tools\.json: mcpServers\.own: \"url\""):
-        await load_tools_json(manager, "ada")
+def test_load_reads_the_operators_file_and_names_it_in_errors(tmp_path: Path) -> None:
+    config = tmp_path / "tools.json"
+    where = re.escape(str(config))
+    with pytest.raises(ConfigError, match=rf"^no MCP configuration at {where}: give the path"):
+        load_mcp_config(config)
+    config.write_text('{"mcpServers": {"shared": {"command": "s"}}}')
+    assert [s.name for s in load_mcp_config(config)] == ["shared"]
+    config.write_text('{"mcpServers": {"own": {"url": 1}}}')
+    with pytest.raises(ConfigError, match=rf'^{where}: mcpServers\.own: "url"'):
+        load_mcp_config(config)
+    config.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match=rf"^cannot read the MCP configuration {where}: "):
+        load_mcp_config(config)
 
 
 def test_merge_rejects_a_server_configured_twice() -> None:

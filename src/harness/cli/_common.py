@@ -21,8 +21,10 @@ from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
 
 __all__ = [
+    "MCP_CONFIG_ENV",
     "AgentOpt",
     "ContextWindowOpt",
+    "MCPConfigOpt",
     "ModelOpt",
     "ModelOptionOpt",
     "SessionArg",
@@ -189,6 +191,17 @@ ModelOptionOpt = Annotated[
         "JSON where they parse: -o max_tokens=256 -o temperature=0.2 -o tool_choice=auto.",
         callback=key_value,
         show_default=False,
+    ),
+]
+MCP_CONFIG_ENV = "HARNESS_MCP_CONFIG"
+MCPConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-config",
+        metavar="FILE",
+        help="A tools.json listing MCP servers whose tools the agent gets; it must lie outside "
+        "the workspace (the agent can write the workspace's files).",
+        show_default="$HARNESS_MCP_CONFIG, else none",
     ),
 ]
 VerboseOpt = Annotated[

@@ -22,7 +22,9 @@ from rich.markup import escape
 
 from harness.agent import HarnessAgent
 from harness.cli._common import (
+    MCP_CONFIG_ENV,
     ContextWindowOpt,
+    MCPConfigOpt,
     ModelOpt,
     ModelOptionOpt,
     SessionOpt,
@@ -90,6 +92,7 @@ class AgentOptions:
     store: str | None
     context_window: int | None
     options: list[str] | None
+    mcp_config: Path | None = None
 
 
 @contextlib.asynccontextmanager
@@ -118,6 +121,7 @@ async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
                 workspace=checked_workspace(given.workspace).root,
                 store=store,
                 compaction=cli_compaction(window or getattr(llm, "context_window", None)),
+                mcp_config=given.mcp_config or os.environ.get(MCP_CONFIG_ENV) or None,
             )
 
         async with await asyncio.to_thread(build) as agent:
@@ -161,12 +165,13 @@ def run(
     store: StoreOpt = None,
     context_window: ContextWindowOpt = None,
     option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
     verbose: VerboseOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
 ) -> None:
     """Run one turn and print the reply."""
     setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option)
+    given = AgentOptions(workspace, model, store, context_window, option, mcp_config)
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
@@ -190,11 +195,12 @@ def chat(
     store: StoreOpt = None,
     context_window: ContextWindowOpt = None,
     option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits."""
     setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option)
+    given = AgentOptions(workspace, model, store, context_window, option, mcp_config)
     run_async(_chat(opened_agent(given), session, user))
 
 

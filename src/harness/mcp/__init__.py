@@ -1,6 +1,6 @@
 """Tools of external Model Context Protocol servers, offered to the agent as its own.
 
-Servers are configured in code (:class:`MCPServerConfig`) or in the workspace's ``tools.json``
+Servers are configured in code (:class:`MCPServerConfig`) or in the operator's ``tools.json``
 (:func:`parse_tools_json` documents the format), started by :class:`MCPToolset`, and wired into
 an agent by :class:`MCPHook`. Importing this package does not import the optional ``mcp`` SDK;
 starting a server does, and without it says ``pip install 'harness[mcp]'``.
@@ -12,7 +12,7 @@ from harness.mcp.config import (
     DEFAULT_STARTUP_TIMEOUT,
     TOOLS_FILE,
     MCPServerConfig,
-    load_tools_json,
+    load_mcp_config,
     merge_servers,
     parse_tools_json,
 )
@@ -28,7 +28,7 @@ __all__ = [
     "MCPServerUnavailable",
     "MCPToolError",
     "MCPToolset",
-    "load_tools_json",
+    "load_mcp_config",
     "mcp_tool",
     "merge_servers",
     "parse_tools_json",

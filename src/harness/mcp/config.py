@@ -1,7 +1,7 @@
-"""Which MCP servers an agent uses: :class:`MCPServerConfig` and the workspace's ``tools.json``.
+"""Which MCP servers an agent uses: :class:`MCPServerConfig` and the operator's ``tools.json``.
 
-``<workspace>/tools.json`` lists servers the agent connects to, in the format other MCP
-clients use, plus per-server ``allow``/``deny`` lists::
+A ``tools.json`` file lists servers the agent connects to, in the format other MCP clients use,
+plus per-server ``allow``/``deny`` lists::
 
     {
       "mcpServers": {
@@ -24,6 +24,12 @@ agree. ``allow`` keeps only the named tools of that server, ``deny`` drops the n
 ``${``. Unknown keys are errors, so a typo (``"alow"``) does not silently open every tool.
 
 The tool of a server ``calc`` named ``add`` reaches the model as ``calc__add``.
+
+**Trust.** A server's ``command`` runs a program on this machine, so the file comes only from
+the operator: a path given in Python (``HarnessAgent(mcp_config=...)``) or on the command line
+(``--mcp-config``), read from the local disk and refused when it lies inside the workspace,
+whose files the agent writes (through its file tools, ``execute`` or the sandbox). A
+``tools.json`` in the workspace is never read (see ``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -33,23 +39,23 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.errors import ConfigError
-from harness.workspace import WorkspaceManager
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
     "TOOLS_FILE",
     "MCPServerConfig",
-    "load_tools_json",
+    "load_mcp_config",
     "merge_servers",
     "parse_tools_json",
 ]
 
 TOOLS_FILE: Final = "tools.json"
-"""The workspace file that lists MCP servers."""
+"""The usual name of a file that lists MCP servers."""
 
 DEFAULT_STARTUP_TIMEOUT: Final = 20.0
 """Seconds a server gets to start, connect and list its tools before it is given up on."""
@@ -200,21 +206,23 @@ def parse_tools_json(
     return [_server(name, entry, source, env) for name, entry in servers.items()]
 
 
-async def load_tools_json(
-    workspace: WorkspaceManager, user_id: str | None = None
-) -> list[MCPServerConfig]:
-    """The MCP servers of the workspace's ``tools.json`` (none when it does not exist).
+def load_mcp_config(path: Path) -> list[MCPServerConfig]:
+    """The MCP servers of the operator's ``tools.json`` at ``path``.
 
-    With a ``user_id`` the user's own ``users/<id>/tools.json`` is read in preference to the
-    shared one, like every workspace read.
+    Blocking (it reads the file): call it from a worker thread in async code.
 
     Raises:
-        ConfigError: The file is malformed (the message names the file and the problem).
+        ConfigError: The file is missing, unreadable or malformed (the message names it).
     """
-    found = (await workspace.read_first([TOOLS_FILE], user_id)).get(TOOLS_FILE)
-    if found is None:
-        return []
-    return parse_tools_json(found.text, source=found.path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = f"no MCP configuration at {path}: give the path of a tools.json file"
+        raise ConfigError(msg) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"cannot read the MCP configuration {path}: {exc}"
+        raise ConfigError(msg) from None
+    return parse_tools_json(text, source=str(path))
 
 
 def _server(name: str, entry: Any, source: str, environ: Mapping[str, str]) -> MCPServerConfig:

@@ -1,7 +1,7 @@
 """MCP hook: start the agent's MCP servers at its first call and put their tools in its toolkit.
 
 An agent is built synchronously, but connecting to MCP servers is async, so the servers start
-lazily: at the first :class:`~harness.kernel.PreCall` the hook reads the workspace's shared
+lazily: at the first :class:`~harness.kernel.PreCall` the hook reads the operator's
 ``tools.json`` (:mod:`harness.mcp.config`), adds the servers given in code, starts them all
 concurrently (:class:`~harness.mcp.MCPToolset`) and registers their tools in the agent's
 toolkit. The kernel computes a step's tool list after PreCall, so the tools are offered from the
@@ -10,9 +10,10 @@ servers once. Servers are started once per agent and ``tools.json`` is read once
 takes effect with the next agent. :meth:`MCPHook.aclose` stops the servers and removes their
 tools.
 
-Only the shared ``tools.json`` at the workspace root is read, never a user's
-``users/<id>/tools.json``: the toolkit belongs to the agent and serves every user's calls, so
-servers one user configured would be offered to all of them.
+The file is the operator's, never the workspace's: a server is a program run on this machine,
+and every file of the workspace (a user's ``users/<id>/tools.json`` too) is one the model can
+write. A file given inside the workspace is refused; a ``tools.json`` found at the workspace
+root, where earlier versions read it, is reported once and left unread.
 
 A malformed ``tools.json`` raises :class:`~harness.errors.ConfigError` from the call (and again
 from the next one until it is fixed); a server that fails to start is only a warning.
@@ -26,10 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
+from harness.errors import ConfigError
 from harness.kernel import Event, Hook, PreCall, Tool, Toolkit
-from harness.mcp.config import TOOLS_FILE, MCPServerConfig, load_tools_json, merge_servers
+from harness.mcp.config import TOOLS_FILE, MCPServerConfig, load_mcp_config, merge_servers
 from harness.mcp.toolset import MCPToolset
 from harness.workspace import WorkspaceManager
 
@@ -43,7 +46,9 @@ class MCPHook(Hook):
 
     Args:
         servers: Servers configured in code.
-        workspace: The workspace whose ``tools.json`` lists more servers; None reads none.
+        config_file: The operator's ``tools.json``, listing more servers; None reads none.
+        workspace: The agent's workspace: ``config_file`` must lie outside it, and a
+            ``tools.json`` left at its root is reported as not read.
         toolkit: The agent's toolkit (``ReActAgent.toolkit``); may be given later through
             :meth:`attach`, since the agent that owns it is built after its hooks.
     """
@@ -55,11 +60,13 @@ class MCPHook(Hook):
         self,
         servers: Sequence[MCPServerConfig] = (),
         *,
+        config_file: str | Path | None = None,
         workspace: WorkspaceManager | None = None,
         toolkit: Toolkit | None = None,
     ) -> None:
         self.servers = tuple(servers)
         MCPToolset(self.servers)  # duplicate names fail here, at construction
+        self.config_file = _outside(Path(config_file), workspace) if config_file else None
         self.workspace = workspace
         self.toolkit = toolkit
         self.toolset: MCPToolset | None = None
@@ -93,9 +100,16 @@ class MCPHook(Hook):
                 msg = "MCPHook has no toolkit: call hook.attach(agent.toolkit) first"
                 raise RuntimeError(msg)
             servers = list(self.servers)
-            if self.workspace is not None:
-                from_file = await load_tools_json(self.workspace)
-                servers = merge_servers(self.servers, from_file, TOOLS_FILE)
+            if self.config_file is not None:
+                from_file = await asyncio.to_thread(load_mcp_config, self.config_file)
+                servers = merge_servers(self.servers, from_file, str(self.config_file))
+            if self.workspace is not None and await self.workspace.backend.exists(TOOLS_FILE):
+                logger.warning(
+                    "%s in the workspace is not read: the agent can write it, and an MCP server "
+                    "runs a program on this machine; move it out of the workspace and pass its "
+                    "path as mcp_config= (harness --mcp-config FILE)",
+                    TOOLS_FILE,
+                )
             toolset = MCPToolset(servers)
             tools = await toolset.start()
             for tool in tools:
@@ -121,3 +135,16 @@ class MCPHook(Hook):
             self.registered = []
             if toolset is not None:
                 await toolset.aclose()
+
+
+def _outside(path: Path, workspace: WorkspaceManager | None) -> Path:
+    """``path`` made absolute; refused inside the workspace, whose files the agent writes."""
+    resolved = path.expanduser().resolve()
+    if workspace is not None and resolved.is_relative_to(workspace.root.resolve()):
+        msg = (
+            f"the MCP configuration {path} is inside the workspace {workspace.root}, where the "
+            "agent can write it (and so choose the programs run on this machine): keep it "
+            "outside the workspace"
+        )
+        raise ConfigError(msg)
+    return resolved

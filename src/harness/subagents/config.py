@@ -29,6 +29,11 @@ class SubagentsConfig:
             tasks finish before it cancels them.
         notice_lines: Lines of each result shown in the completion notice.
         refresh_seconds: How often ``subagents/*.md`` are re-read.
+        allowed_models: The model specs a ``subagents/*.md`` file may name. Those files are
+            the model's to write (its file tools reach them), and a spec chooses what runs and
+            who is paid (``scripted:`` and ``local:`` name files, ``openai:`` a paid model), so
+            a file naming any other model is skipped with a warning; without ``model:`` it
+            runs on the parent's model. Declarations given in Python may name any model.
     """
 
     declarations: tuple[Declaration, ...] = ()
@@ -42,9 +47,11 @@ class SubagentsConfig:
     shutdown_grace_seconds: float = 30.0
     notice_lines: int = 20
     refresh_seconds: float = 1.0
+    allowed_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "declarations", tuple(self.declarations))
+        object.__setattr__(self, "allowed_models", tuple(self.allowed_models))
 
     def timeout(self, requested: float | None) -> float:
         """The wait for a reply: the default for None, 0 (background) for 0 or less, capped."""

@@ -18,7 +18,10 @@ Sources, in the order the prompt lists them:
        You are a careful researcher. ...      (the body is the system prompt)
 
 A file with a missing or malformed field is skipped with a warning that names the file and the
-problem. Two declarations of one name are an error naming both, wherever they come from: the
+problem. The files are the model's to write, so they can narrow an agent (fewer tools, their own
+prompt) but not widen it: a ``model:`` that the operator did not list in
+``SubagentsConfig.allowed_models`` skips the file, and ``tools:`` only keeps tools the parent
+has. Two declarations of one name are an error naming both, wherever they come from: the
 original silently kept the last one, so the model could spawn a different agent than the one
 the prompt described.
 """
@@ -205,9 +208,11 @@ class SubagentCatalog:
         *,
         general_purpose: SubagentSpec | None = None,
         refresh_seconds: float = 1.0,
+        allowed_models: Iterable[str] = (),
     ) -> None:
         self.workspace = workspace
         self.refresh_seconds = refresh_seconds
+        self.allowed_models = frozenset(allowed_models)
         fixed = [general_purpose] if general_purpose is not None else []
         self._fixed = _by_name([*fixed, *declarations])
         self._cache: dict[str | None, tuple[float, dict[str, Declaration]]] = {}
@@ -240,9 +245,21 @@ class SubagentCatalog:
                 logger.warning("skipped subagent declaration %s: the file is empty", path)
                 continue
             try:
-                specs.append(parse_declaration(entry.text, entry.path))
+                spec = parse_declaration(entry.text, entry.path)
             except ConfigError as exc:
                 logger.warning("skipped subagent declaration %s", exc)
+                continue
+            if isinstance(spec.model, str) and spec.model not in self.allowed_models:
+                logger.warning(
+                    "skipped subagent declaration %s: its model %r is not one the operator "
+                    "allows (SubagentsConfig.allowed_models: %s); without 'model:' it runs on "
+                    "the parent's model",
+                    entry.path,
+                    spec.model,
+                    ", ".join(sorted(self.allowed_models)) or "none",
+                )
+                continue
+            specs.append(spec)
         return specs
 
 

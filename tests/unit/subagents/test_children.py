@@ -306,7 +306,7 @@ async def test_a_spec_with_a_model_uses_it_and_the_parents_model_sees_none_of_th
     assert all(r[-1].text != "do the task" for r in parent_model.requests)
 
 
-async def test_a_file_declaration_with_a_model_spec_gets_that_model(
+async def test_a_file_declaration_with_an_allowed_model_spec_gets_that_model(
     workspace: Path, built: list[Built], tmp_path: Path
 ) -> None:
     script = tmp_path / "child.json"
@@ -318,7 +318,11 @@ async def test_a_file_declaration_with_a_model_spec_gets_that_model(
     )
     parent_model = spawning("filed")
     async with HarnessAgent(
-        model=parent_model, workspace=workspace, tools=[whoami, shout], memory=QUIET
+        model=parent_model,
+        workspace=workspace,
+        tools=[whoami, shout],
+        memory=QUIET,
+        subagents=SubagentsConfig(allowed_models=(f"scripted:{script}",)),
     ) as parent:
         await parent.call("delegate", ctx=ALICE)
         child = harness_child(built[0])
@@ -335,7 +339,12 @@ async def test_a_child_whose_model_cannot_be_built_is_reported_to_the_parent(
         "---\nname: remote\ndescription: Remote.\nmodel: openai:gpt-4o-mini\n---\nRemote.\n"
     )
     parent_model = spawning("remote", {"match": "could not start", "text": "parent done"})
-    async with HarnessAgent(model=parent_model, workspace=workspace, memory=QUIET) as parent:
+    async with HarnessAgent(
+        model=parent_model,
+        workspace=workspace,
+        memory=QUIET,
+        subagents=SubagentsConfig(allowed_models=("openai:gpt-4o-mini",)),
+    ) as parent:
         reply = await parent.call("delegate", ctx=ALICE)
     assert reply.text == "parent done"
     assert spawn_result(parent_model).startswith("Error: could not start subagent 'remote'")
