@@ -69,7 +69,7 @@ async def _caught_up_index(
     The index is a cache beside the local directory, also when the files live in a store:
     only files changed since it last saw them are read.
     """
-    index = MemoryIndex(manager.root.parent)
+    index = MemoryIndex(manager.root.parent, workspace=manager.root)
     await asyncio.to_thread(index.open)
     try:
         if rebuild:

@@ -112,14 +112,25 @@ class MemoryIndex:
     Args:
         base_dir: Directory holding ``memory_index.db`` (created on :meth:`open`).
         embedder: Adds vector search fused with keyword search; None for keywords only.
+        workspace: The one workspace the index serves. Opening claims the index for it, and
+            an index claimed by another workspace is refused at every operation: two
+            workspaces in one parent directory would otherwise search (and remove) each
+            other's rows, one tenant reading another's memory.
 
     Raises:
         ConfigError: An embedder is given but numpy (``harness[embeddings]``) is missing.
     """
 
-    def __init__(self, base_dir: str | Path, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        base_dir: str | Path,
+        *,
+        embedder: Embedder | None = None,
+        workspace: str | Path | None = None,
+    ) -> None:
         self.path = Path(base_dir).expanduser() / INDEX_FILE
         self.embedder = embedder
+        self.workspace = Path(workspace) if workspace is not None else None
         if embedder is not None:
             import_optional("numpy")
         self._lock = threading.RLock()
@@ -134,7 +145,8 @@ class MemoryIndex:
         """Open the database, creating it and its schema as needed (idempotent).
 
         Raises:
-            StorageError: The file cannot be created or is not a usable database.
+            StorageError: The file cannot be created or is not a usable database, or it
+                serves another workspace than ``workspace``.
         """
         # Switching a new database to WAL can meet another process doing the same, and SQLite
         # reports that as "locked" at once instead of waiting; a short retry covers it.
@@ -172,6 +184,11 @@ class MemoryIndex:
                 conn.execute("SELECT first_id, scope FROM memory_files, memory_lines LIMIT 0")
                 self._check_embedder()
                 prepare(conn)
+                if self.workspace is not None:
+                    self._claim_workspace(self.workspace)
+            except StorageError:
+                self.close()
+                raise
             except sqlite3.Error as exc:
                 self.close()
                 msg = (

@@ -169,7 +169,11 @@ class MemoryMaintenance:
         """
         running = cls._running.get(workspace.root)
         if running is None:
-            index = MemoryIndex(workspace.root.parent) if config.index else None
+            index = (
+                MemoryIndex(workspace.root.parent, workspace=workspace.root)
+                if config.index
+                else None
+            )
             running = cls(
                 workspace,
                 config=config,
