@@ -17,10 +17,12 @@ def tools(workspace: Path) -> FilesystemTools:
 
 
 async def test_reads_numbered_lines_in_pieces(workspace: Path) -> None:
-    (workspace / "notes.md").write_text("\n".join(f"line {i}" for i in range(1, 11)))
-    out = await tools(workspace).read_file("notes.md", ANN, offset=2, limit=3)
+    (workspace / "knowledge").mkdir()
+    (workspace / "knowledge" / "notes.md").write_text("\n".join(f"line {i}" for i in range(1, 11)))
+    # A shared knowledge file, which every user reads (knowledge/ is shared with users).
+    out = await tools(workspace).read_file("knowledge/notes.md", ANN, offset=2, limit=3)
     assert out == "3\tline 3\n4\tline 4\n5\tline 5\n... (lines 3-5 of 10; continue with offset=5)"
-    assert (await tools(workspace).read_file("notes.md", ANN, offset=8)).splitlines() == [
+    assert (await tools(workspace).read_file("knowledge/notes.md", ANN, offset=8)).splitlines() == [
         "9\tline 9",
         "10\tline 10",
     ]
@@ -28,7 +30,7 @@ async def test_reads_numbered_lines_in_pieces(workspace: Path) -> None:
 
 async def test_long_lines_and_big_reads_are_capped(workspace: Path) -> None:
     (workspace / "wide.txt").write_text(("W" * 50_000 + "\n") * 30)
-    out = await tools(workspace).read_file("wide.txt", ANN, limit=30)
+    out = await tools(workspace).read_file("wide.txt", RuntimeContext(), limit=30)
     rows = out.splitlines()
     assert rows[0] == f"1\t{'W' * MAX_LINE_CHARS}... [line cut: 50,000 chars]"
     assert len(out) <= MAX_READ_CHARS + 200
@@ -45,7 +47,7 @@ async def test_errors_and_namespaces(workspace: Path) -> None:
     (workspace / "users" / "ann" / "mine.md").write_text("ann only")
     assert await t.read_file("mine.md", ANN) == "1\tann only"
     assert (await t.read_file("mine.md", RuntimeContext(user_id="bob"))).startswith("Error:")
-    (workspace / "one.md").write_text("a\nb")
+    (workspace / "users" / "ann" / "one.md").write_text("a\nb")
     assert await t.read_file("one.md", ANN, offset=5) == (
         "Error: offset 5 is past the end of 'one.md' (2 lines); use an offset below 2"
     )

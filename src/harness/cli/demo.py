@@ -481,7 +481,9 @@ def _skills_line(request: list[Msg]) -> str:
 def _prepare(root: Path) -> None:
     init_workspace(root)
     (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
-    (root / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
+    # Ada's own memory: a user sees her namespace's MEMORY.md, never the shared one.
+    (root / "users/ada").mkdir(parents=True, exist_ok=True)
+    (root / "users/ada/MEMORY.md").write_text(MEMORY, encoding="utf-8")
     (root / "subagents").mkdir(exist_ok=True)
     (root / "subagents/log-analyst.md").write_text(LOG_ANALYST, encoding="utf-8")
     (root / "skills/release-notes").mkdir(parents=True, exist_ok=True)

@@ -270,7 +270,7 @@ class WorkspaceContextHook(Hook):
             return cached
         generation = self.workspace.generation
         paths = [AGENTS_MD, MEMORY_MD, KNOWLEDGE_MD, *self.config.context_files]
-        files = await self.workspace.read_first(paths, user_id)
+        files = await self.workspace.read_first(paths, user_id, self.config.context_files)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
         texts = {path: _clean(entry.text) for path, entry in files.items()}
         if (

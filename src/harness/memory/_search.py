@@ -57,13 +57,13 @@ Plan = tuple[list[tuple[str, str]], list[tuple[int, str]]]
 BM25_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content,
     -bm25({FTS_TABLE}, 1.0, 1.0, 0.3, 0.0) AS score
 FROM {FTS_TABLE} JOIN memory_lines AS l ON l.id = {FTS_TABLE}.rowid
-WHERE {FTS_TABLE} MATCH :query AND l.owner IN ('', :owner)
+WHERE {FTS_TABLE} MATCH :query AND l.owner = :owner
 ORDER BY score DESC, l.id DESC LIMIT :limit"""
 """Rank rows by BM25 (content and cjk weigh 1, context 0.3, scope 0)."""
 
 NEWEST_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content, 0.0 AS score
 FROM {FTS_TABLE} JOIN memory_lines AS l ON l.id = {FTS_TABLE}.rowid
-WHERE {FTS_TABLE} MATCH :query AND l.owner IN ('', :owner)
+WHERE {FTS_TABLE} MATCH :query AND l.owner = :owner
 ORDER BY {FTS_TABLE}.rowid DESC LIMIT :limit"""
 """The most recently indexed matching rows (when every clause is too frequent to rank)."""
 
@@ -98,9 +98,12 @@ def _frequency(conn: sqlite3.Connection, clause: str, low: int, high: int) -> in
 
 
 def within(expression: str, owner: str) -> str:
-    """Restrict an expression to the rows visible to ``owner`` (shared rows and its own)."""
-    scopes = " OR ".join(f'"{scope_token(o)}"' for o in dict.fromkeys(("", owner)))
-    return f"({expression}) AND (scope : ({scopes}))"
+    """Restrict an expression to the rows of ``owner``, the only ones it may see.
+
+    Every indexed file is memory or a transcript of one scope: the shared rows are those of
+    calls made without a user, which no user sees (:data:`~harness.workspace.SHARED_WITH_USERS`).
+    """
+    return f'({expression}) AND (scope : ("{scope_token(owner)}"))'
 
 
 def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:

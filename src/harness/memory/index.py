@@ -19,7 +19,8 @@ Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
     memory_meta(key PK, value)      which embedder made the vectors
 
 A row's ``owner`` is ``<segment>`` under ``users/<segment>/`` and ``""`` (shared) otherwise; a
-search for a user sees that user's rows and shared rows, never another user's. ``cjk`` holds
+search for a user sees that user's rows only: the shared rows are the memory and transcripts
+of calls made without a user, which are not a user's to see. ``cjk`` holds
 bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date and the
 section heading (weight 0.3). The FTS table is written by this class, set-based, rather than by
 triggers: FTS5 flushes a segment at every statement savepoint, and a trigger per row made bulk
@@ -509,7 +510,7 @@ class MemoryIndex:
         Args:
             query: What to look for, as a person would ask it.
             limit: At most this many hits.
-            user_id: Search this user's rows as well as shared ones; None for shared only.
+            user_id: Search this user's rows; None for those of calls without a user.
         """
         if limit <= 0:
             return []
@@ -521,7 +522,7 @@ class MemoryIndex:
             hits = keyword_hits(conn, analyze(query), owner, wanted)
             if embedder is not None and probe is not None:
                 matrix = self._vectors.matrix(conn, embedder.dimensions, self._commits)
-                semantic = matrix.top(probe, ("", owner), wanted)
+                semantic = matrix.top(probe, (owner,), wanted)
                 hits = fuse(conn, hits, semantic, limit)
         return [SearchHit(path, line, content, score) for _, path, line, content, score in hits]
 

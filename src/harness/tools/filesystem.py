@@ -49,7 +49,7 @@ from harness.filesystem.base import (
     ShellFilesystem,
     check_path,
 )
-from harness.workspace.layout import USERS_DIR
+from harness.workspace.layout import USERS_DIR, shared_with_users
 from harness.workspace.paths import normalize
 
 __all__ = [
@@ -189,8 +189,14 @@ class FilesystemTools:
         return None
 
     def _shared(self, path: str, ctx: RuntimeContext) -> RuntimeContext | None:
-        """The shared context a user's read of ``path`` falls back to, or None for no fallback."""
+        """The shared context a user's read of ``path`` falls back to, or None for no fallback.
+
+        Only what :func:`shared_with_users` shares (the persona, knowledge, skills, subagent
+        declarations): never the memory, sessions, tasks or tool results of calls without a user.
+        """
         if self.fs.scope is not IsolationScope.USER or not ctx.user_id or _in_users(path):
+            return None
+        if not shared_with_users(normalize(path)):
             return None
         return RuntimeContext(session_id=ctx.session_id, extra=ctx.extra)
 

@@ -8,6 +8,7 @@ from harness.workspace.layout import (
     KNOWLEDGE_MD,
     MEMORY_DIR,
     MEMORY_MD,
+    SHARED_WITH_USERS,
     SKILLS_DIR,
     SUBAGENTS_DIR,
     TASKS_DIR,
@@ -15,6 +16,7 @@ from harness.workspace.layout import (
     USERS_DIR,
     safe_segment,
     session_dir,
+    shared_with_users,
     user_from_segment,
     user_prefix,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "KNOWLEDGE_MD",
     "MEMORY_DIR",
     "MEMORY_MD",
+    "SHARED_WITH_USERS",
     "SKILLS_DIR",
     "SUBAGENTS_DIR",
     "TASKS_DIR",
@@ -55,6 +58,7 @@ __all__ = [
     "safe_segment",
     "scoped",
     "session_dir",
+    "shared_with_users",
     "user_from_segment",
     "user_prefix",
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Final
 from urllib.parse import quote, unquote
 
@@ -35,6 +36,7 @@ __all__ = [
     "KNOWLEDGE_MD",
     "MEMORY_DIR",
     "MEMORY_MD",
+    "SHARED_WITH_USERS",
     "SKILLS_DIR",
     "SUBAGENTS_DIR",
     "TASKS_DIR",
@@ -42,6 +44,7 @@ __all__ = [
     "USERS_DIR",
     "safe_segment",
     "session_dir",
+    "shared_with_users",
     "user_from_segment",
     "user_prefix",
 ]
@@ -61,6 +64,27 @@ TASKS_DIR: Final = "tasks"
 TRACES_DIR: Final = "traces"
 """An agent's traces, under ``agents/<agent>/``."""
 USERS_DIR: Final = "users"
+
+SHARED_WITH_USERS: Final = (AGENTS_MD, KNOWLEDGE_DIR, SKILLS_DIR, SUBAGENTS_DIR)
+"""What a user's read falls back to when the user has no file of that path: the operator's
+persona, knowledge, skills and subagent declarations. Nothing else of the shared workspace is
+a user's to see: not ``MEMORY.md`` or ``memory/`` (the memory of calls made without a user),
+not ``agents/`` (their sessions, transcripts, tasks and traces), not ``large_tool_results/``."""
+
+
+def shared_with_users(path: str, also: Iterable[str] = ()) -> bool:
+    """Whether a user may read the shared workspace's ``path`` (a workspace-relative path).
+
+    The one rule of visibility across scopes: every reader that falls back from a user's
+    namespace to the shared files (the workspace context, the file tools, skills and subagent
+    declarations) asks it. ``also`` adds files the operator configured as context for every
+    user (``WorkspaceContextConfig.context_files``).
+    """
+    rel = path.strip("/")
+    return any(
+        rel == shared or rel.startswith(f"{shared}/") for shared in (*SHARED_WITH_USERS, *also)
+    )
+
 
 _SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 _MAX_SEGMENT = 120

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from harness.errors import StorageError, WorkspaceError
-from harness.workspace.layout import user_prefix
+from harness.workspace.layout import shared_with_users, user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
 if TYPE_CHECKING:
@@ -116,23 +116,30 @@ class WorkspaceManager:
             raise WorkspaceError(msg)
 
     @staticmethod
-    def candidates(path: str, user_id: str | None) -> list[str]:
-        """The paths a read of ``path`` tries, most specific first."""
+    def candidates(path: str, user_id: str | None, also_shared: Sequence[str] = ()) -> list[str]:
+        """The paths a read of ``path`` tries, most specific first.
+
+        A user's read falls back to the shared file only where :func:`shared_with_users`
+        allows it; ``also_shared`` names more files the operator shares with every user.
+        """
         rel = normalize(path)
-        return [user_prefix(user_id) + rel, rel] if user_id else [rel]
+        if not user_id:
+            return [rel]
+        own = user_prefix(user_id) + rel
+        return [own, rel] if shared_with_users(rel, also_shared) else [own]
 
     # -- reads with the shared fallback ---------------------------------------------------
 
     async def read_first(
-        self, paths: Sequence[str], user_id: str | None = None
+        self, paths: Sequence[str], user_id: str | None = None, also_shared: Sequence[str] = ()
     ) -> dict[str, FileText]:
         """Read several files; absent and empty files are left out.
 
-        Each path is looked up in the user's namespace, then shared.
+        Each path is looked up in the user's namespace, then shared (see :meth:`candidates`).
         """
         found: dict[str, FileText] = {}
         for path in paths:
-            for candidate in self.candidates(path, user_id):
+            for candidate in self.candidates(path, user_id, also_shared):
                 text = await self._text(candidate)
                 if text:
                     found[path] = FileText(candidate, text)
@@ -147,7 +154,8 @@ class WorkspaceManager:
     async def list_files(self, directory: str, user_id: str | None = None) -> list[str]:
         """Workspace-relative paths of files under ``directory`` (user's and shared), sorted.
 
-        A file the user has in their namespace hides the shared file of the same relative path.
+        A file the user has in their namespace hides the shared file of the same relative path;
+        shared files are listed only where :meth:`candidates` lets a user read them.
         """
         rel_dir = normalize(directory)
         seen: dict[str, None] = {}

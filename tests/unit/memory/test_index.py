@@ -253,16 +253,18 @@ def test_an_empty_index_returns_no_hits(index: MemoryIndex) -> None:
 # --- users --------------------------------------------------------------------------------
 
 
-def test_a_user_sees_own_and_shared_rows_never_another_users(index: MemoryIndex) -> None:
+def test_a_user_sees_own_rows_never_shared_or_another_users(index: MemoryIndex) -> None:
+    """Shared rows are the memory of calls without a user: no user's to see."""
     index.index_from_string("MEMORY.md", "- shared: the office wifi is Lighthouse")
     index.index_from_string("users/alice/memory/2026-03-14.md", "- alice: wifi password tulip")
     index.index_from_string("users/bob/MEMORY.md", "- bob: wifi password orchid")
     alice = {h.path for h in index.search("wifi", user_id="alice")}
     bob = {h.path for h in index.search("wifi", user_id="bob")}
     nobody = {h.path for h in index.search("wifi")}
-    assert alice == {"MEMORY.md", "users/alice/memory/2026-03-14.md"}
-    assert bob == {"MEMORY.md", "users/bob/MEMORY.md"}
+    assert alice == {"users/alice/memory/2026-03-14.md"}
+    assert bob == {"users/bob/MEMORY.md"}
     assert nobody == {"MEMORY.md"}
+    assert index.search("Lighthouse", user_id="alice") == []
     assert index.search("orchid", user_id="alice") == []
 
 
@@ -297,11 +299,10 @@ def test_index_all_indexes_memory_files_and_transcripts_in_every_namespace(
     _workspace(workspace)
     stats = index.index_all_from_workspace(workspace)
     assert stats == IndexStats(files=6, indexed=6, unchanged=0, removed=0, rows=10, embedded=0)
+    shared = {h.path for h in index.search("Berlin", limit=50)}
+    assert shared == {"MEMORY.md", "memory/2026-03-14.md", "agents/main/sessions/s1.log.jsonl"}
     paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice")}
     assert paths == {
-        "MEMORY.md",
-        "memory/2026-03-14.md",
-        "agents/main/sessions/s1.log.jsonl",
         "users/alice/MEMORY.md",
         "users/alice/memory/2026-03-15.md",
         "users/alice/agents/main/sessions/s2.log.jsonl",
@@ -354,8 +355,9 @@ def test_index_all_removes_rows_of_deleted_files_only(index: MemoryIndex, worksp
     assert stats.removed == 2
     paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice")}
     assert "users/alice/memory/2026-03-15.md" not in paths
-    assert "knowledge/extra.md" not in paths
-    assert "knowledge/kept.md" in paths
+    shared = {h.path for h in index.search("Berlin", limit=50)}
+    assert "knowledge/extra.md" not in shared
+    assert "knowledge/kept.md" in shared
 
 
 def test_index_all_reports_progress_for_every_file(index: MemoryIndex, workspace: Path) -> None:

@@ -88,7 +88,7 @@ def test_fusion_respects_user_scopes(tmp_path: Path) -> None:
         index.index_from_string("users/alice/MEMORY.md", "- alice parked the car\n")
         index.index_from_string("MEMORY.md", "- shared bread\n")
         paths = {h.path for h in index.search("automobile", limit=10, user_id="alice")}
-        assert paths == {"users/alice/MEMORY.md", "MEMORY.md"}
+        assert paths == {"users/alice/MEMORY.md"}  # not bob's, not the calls' without a user
         assert {h.path for h in index.search("automobile", limit=10)} == {"MEMORY.md"}
 
 
