@@ -3,19 +3,23 @@
 Indexed: ``MEMORY.md``, ``memory/*.md`` (not ``memory/archive/``, not dot-files) and
 ``agents/*/sessions/*.log.jsonl``, at the workspace root (shared) and under every
 ``users/<segment>/`` (owned by that user). Symbolic links are not followed, so a link cannot
-pull a file from outside the workspace into search results.
+pull a file from outside the workspace into search results. A file whose name is not UTF-8 is
+skipped with a warning naming it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR, WorkspaceManager
 
-__all__ = ["digest", "owner_of", "scan", "scan_workspace"]
+__all__ = ["digest", "named_in_utf8", "owner_of", "scan", "scan_workspace"]
+
+logger = logging.getLogger(__name__)
 
 
 def owner_of(path: str) -> str:
@@ -37,11 +41,28 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
         return []
 
 
+def named_in_utf8(path: str) -> bool:
+    """Whether ``path`` can be indexed; a name that is not UTF-8 is skipped with a warning.
+
+    Such a name (easy to make from a shell in the sandbox) reaches Python with surrogate
+    escapes, which SQLite cannot store: left in, it would stop the indexing of every file.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        logger.warning("not indexed: %s: its name is not valid UTF-8; rename the file", shown)
+        return False
+    return True
+
+
 def scan(workspace: Path) -> dict[str, tuple[int, int]]:
     """Workspace path -> (size, mtime_ns) of every indexable file, from one ``scandir`` each."""
     found: dict[str, tuple[int, int]] = {}
 
     def add(rel: str, entry: os.DirEntry[str]) -> None:
+        if not named_in_utf8(rel):
+            return
         if entry.is_file(follow_symlinks=False):
             stat = entry.stat(follow_symlinks=False)
             found[rel] = (stat.st_size, stat.st_mtime_ns)
@@ -76,7 +97,7 @@ async def scan_workspace(workspace: WorkspaceManager) -> dict[str, tuple[int, in
     async def add(directory: str, keep: Callable[[str], bool]) -> None:
         for info in await workspace.list_own(directory):
             name = info.path.rsplit("/", 1)[-1]
-            if keep(name) and not name.startswith("."):
+            if keep(name) and not name.startswith(".") and named_in_utf8(info.path):
                 found[info.path] = (info.size, int(info.modified * 1_000_000_000))
 
     roots = [""] + [f"{USERS_DIR}/{name}/" for name in await workspace.list_dirs(USERS_DIR)]

@@ -19,6 +19,7 @@ from datetime import UTC
 from typing import Any, Final
 
 from harness.context import RuntimeContext
+from harness.errors import HarnessError
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
@@ -67,10 +68,11 @@ class MemoryTools:
             await self.maintenance.start()
             # Files written earlier, by this process or any other, are indexed first.
             await self.maintenance.ready()
-            hits = [
-                (self._relative(h.path, ctx), h.line_number, h.content)
-                for h in await index.asearch(query, count, user_id=ctx.user_id)
-            ]
+            try:
+                found = await index.asearch(query, count, user_id=ctx.user_id)
+            except HarnessError as exc:  # the message names the index and what to do
+                return f"Error: {exc}"
+            hits = [(self._relative(h.path, ctx), h.line_number, h.content) for h in found]
         else:
             hits = await self._scan(query, count, ctx)
         if not hits:
@@ -97,7 +99,10 @@ class MemoryTools:
             return error
         if not _MEMORY_FILE.match(rel):
             return f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
-        text = await self.workspace.read_own(rel, ctx.user_id)
+        try:
+            text = await self.workspace.read_own(rel, ctx.user_id)
+        except HarnessError as exc:  # a link out of the workspace, say: said of the path
+            return f"Error: {exc}"
         if not text:
             return f"Error: file not found: {path}"
         lines = text.splitlines()
@@ -134,6 +139,12 @@ class MemoryTools:
         if file.strip().lstrip("/") != MEMORY_MD:
             return f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
         section = section.strip() or "Notes"
+        if not section.isprintable() or section.startswith("#"):
+            # A line break would write headings of the model's choosing into MEMORY.md.
+            return (
+                f"Error: the section of {target!r} must be one line of plain text without a "
+                'leading "#", e.g. "MEMORY.md#Preferences"'
+            )
         # Under MEMORY.md's lock: a concurrent save or consolidation never loses this bullet
         # (a consolidation that read the file before it notices and merges again).
         await self.workspace.update_text(
