@@ -43,6 +43,7 @@ from typing import Final, TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace, StorageError
+from harness.filesystem._beneath import LinkSwapped, read_beneath
 from harness.filesystem.base import (
     MISSING,
     AbstractFilesystem,
@@ -313,7 +314,7 @@ class LocalFilesystem(AbstractFilesystem):
     def _read_file(self, target: _Target, path: str) -> tuple[bytes, float]:
         """A file's bytes and modification time, or the tool error saying why not."""
         modified = self._check_readable(target, path)
-        return target.path.read_bytes(), modified
+        return _read_checked(target, path), modified
 
     def _check_readable(self, target: _Target, path: str) -> float:
         """A file's modification time, or the tool error saying why it cannot be read."""
@@ -437,10 +438,11 @@ class LocalFilesystem(AbstractFilesystem):
             if filter_re is not None and not filter_re.fullmatch(below if by_path else real.name):
                 continue
             try:
-                if real.stat().st_size > self.max_file_bytes:
+                source = real.resolve() if real.is_symlink() else real  # a link that stays in
+                if not target.allows(source) or source.stat().st_size > self.max_file_bytes:
                     continue
-                text = _text_of(real.name, real.read_bytes())
-            except OSError:  # removed or unreadable meanwhile: not part of the answer
+                text = _text_of(real.name, read_beneath(target.namespace, source))
+            except OSError:  # removed, unreadable or swapped for a link meanwhile: not an answer
                 continue
             if text is None or pattern not in text:
                 continue
@@ -559,7 +561,7 @@ class LocalFilesystem(AbstractFilesystem):
         if target.path.is_dir():
             raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         try:
-            data = target.path.read_bytes()
+            data = _read_checked(target, path)
         except (FileNotFoundError, NotADirectoryError):
             raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
         return TransferResult(path, content=data)
@@ -631,7 +633,7 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _get(self, path: str, ctx: RuntimeContext | None) -> tuple[bytes, Version] | None:
         target = self._resolve(path, ctx)
-        data = _storage_read(target.path, path)
+        data = _storage_read(target, path)
         return None if data is None else (data, _version(data))
 
     async def put(
@@ -663,7 +665,7 @@ class LocalFilesystem(AbstractFilesystem):
         _storage_check_file(target, path)
         with file_lock(target.path):
             if if_version is not None:
-                current = _storage_read(target.path, path)
+                current = _storage_read(target, path)
                 if (MISSING if current is None else _version(current)) != if_version:
                     return None
             _replace(target.path, data)
@@ -895,9 +897,25 @@ def _replace(path: Path, data: bytes) -> None:
         os.chmod(path, mode)
 
 
-def _storage_read(path: Path, shown: str) -> bytes | None:
+def _read_checked(target: _Target, shown: str) -> bytes:
+    """The file's bytes, opened where its path was checked (:mod:`._beneath`).
+
+    Raises:
+        PathOutsideWorkspace: A directory of the path became a symbolic link after the check.
+    """
     try:
-        return path.read_bytes()
+        return read_beneath(target.namespace, target.path)
+    except LinkSwapped:
+        msg = (
+            f"path {_show(shown)} leads out of the caller's namespace through a symbolic link "
+            "(it changed while being read); use a path whose links stay inside"
+        )
+        raise _SymlinkEscape(msg) from None
+
+
+def _storage_read(target: _Target, shown: str) -> bytes | None:
+    try:
+        return _read_checked(target, shown)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError as exc:
