@@ -1,4 +1,4 @@
-"""MCPServerConfig and the workspace's tools.json: the format, its defaults and its errors."""
+"""MCPServerConfig and the operator's tools.json: the format, its defaults and its errors."""
 
 from __future__ import annotations
 
