@@ -52,7 +52,7 @@ import openai
 
 from harness import HarnessAgent, RuntimeContext
 from harness.kernel import ChatChunk, ChatResponse, Msg, TextBlock, ToolSchema
-from harness.models._native_check import check_runs_here
+from harness.models._native_check import check_runs_here, signal_name
 from harness.models.local import LocalChatModel, bundled_weights
 from harness.models.openai import OpenAIChatModel
 
@@ -316,15 +316,6 @@ def measure_build(site: Path, tokens: int) -> dict[str, Any] | str:
     result: dict[str, Any] = json.loads(child.stdout)
     assert str(result["module"]).startswith(str(site)), result  # that very build ran
     return result
-
-
-def signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 def builds(profiles: list[str], reps: int, tokens: int) -> None:

@@ -17,27 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _steps import one_step
 
-from harness import HarnessAgent, RuntimeContext
-from harness.kernel import ToolResultBlock
-from harness.memory import MemoryConfig
-from harness.models import ScriptedChatModel
+from harness import RuntimeContext
 
 ALICE = RuntimeContext(session_id="s1", user_id="alice")
 HARNESS = Path(sys.executable).parent / "harness"
 
 
 async def results_of(workspace: Path, calls: list[dict[str, Any]]) -> list[str]:
-    model = ScriptedChatModel([{"tool_calls": calls}, {"text": "done", "repeat": True}])
-    memory = MemoryConfig(flush=False, auto_consolidate=False)
-    async with HarnessAgent(model=model, workspace=workspace, memory=memory) as agent:
-        await agent.call("go", ctx=ALICE)
-    return [
-        str(block.output)
-        for message in model.requests[-1]
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
+    return await one_step(workspace, calls, ALICE)
 
 
 @pytest.mark.parametrize("command", [["index"], ["search", "hello"], ["maintain"]])

@@ -12,32 +12,21 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from _steps import one_step
 
-from harness import HarnessAgent, RuntimeContext
+from harness import RuntimeContext
 from harness.errors import StorageError
-from harness.kernel import ToolResultBlock
-from harness.memory import MemoryConfig
 from harness.memory.index import MemoryIndex
-from harness.models import ScriptedChatModel
 
-QUIET = MemoryConfig(flush=False, auto_consolidate=False)
 SECRET = "Alice bank PIN is 4242"
 
 
 async def turn(workspace: Path, name: str, arguments: dict[str, str]) -> str:
     """One call whose model uses one tool; the tool's result."""
-    model = ScriptedChatModel(
-        [{"tool_calls": [{"name": name, "input": arguments}]}, {"text": "ok", "repeat": True}]
+    results = await one_step(
+        workspace, [{"name": name, "input": arguments}], RuntimeContext(session_id="s1")
     )
-    async with HarnessAgent(model=model, workspace=workspace, memory=QUIET) as agent:
-        await agent.call("go", ctx=RuntimeContext(session_id="s1"))
-    results = [
-        block.output
-        for message in model.requests[-1]
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
-    return str(results[-1])  # this call's; the session holds the earlier ones too
+    return results[-1]  # this call's; the session holds the earlier ones too
 
 
 def rows_mentioning(index: Path, text: str) -> int:

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _steps import QUIET, one_step
 
 from harness import HarnessAgent, RuntimeContext
 from harness.filesystem import AbstractFilesystem
-from harness.kernel import ToolResultBlock
-from harness.memory import MemoryConfig
 from harness.models import ScriptedChatModel
 from harness.workspace import WorkspaceManager
 
@@ -51,16 +50,7 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 async def mallory_tries(workspace: WorkspaceManager, calls: list[dict[str, Any]]) -> list[str]:
     """Mallory's model runs ``calls`` in one step; the tool results, in order."""
-    model = ScriptedChatModel([{"tool_calls": calls}, {"text": "done", "repeat": True}])
-    memory = MemoryConfig(flush=False, auto_consolidate=False)
-    async with HarnessAgent(model=model, workspace=workspace, memory=memory) as agent:
-        await agent.call("go", ctx=MALLORY)
-    return [
-        str(block.output)
-        for message in model.requests[-1]
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
+    return await one_step(workspace, calls, MALLORY)
 
 
 @pytest.fixture
@@ -108,8 +98,7 @@ async def test_the_workspace_context_of_a_user_holds_the_persona_not_the_shared_
     workspace: WorkspaceManager,
 ) -> None:
     model = ScriptedChatModel([{"text": "done", "repeat": True}])
-    memory = MemoryConfig(flush=False, auto_consolidate=False)
-    async with HarnessAgent(model=model, workspace=workspace, memory=memory) as agent:
+    async with HarnessAgent(model=model, workspace=workspace, memory=QUIET) as agent:
         await agent.call("hi", ctx=MALLORY)
 
     prompt = model.requests[0][0].text

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _steps import tool_results
 
 from harness import HarnessAgent, RuntimeContext
 from harness.filesystem import AbstractFilesystem
-from harness.kernel import ToolResultBlock
 from harness.models import ScriptedChatModel
 from harness.subagents import SubagentsConfig
 from harness.workspace import WorkspaceManager
@@ -57,12 +57,7 @@ async def attack(
         await agent.call("go", ctx=ALICE)
     finally:
         await agent.aclose()
-    return [
-        block.output if isinstance(block.output, str) else json.dumps(block.output)
-        for message in model.requests[-1]
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
+    return tool_results(model)
 
 
 @pytest.fixture

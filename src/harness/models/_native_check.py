@@ -25,7 +25,7 @@ from typing import Final
 
 from harness.errors import ConfigError
 
-__all__ = ["REBUILD_COMMAND", "check_runs_here", "default_cache_dir"]
+__all__ = ["REBUILD_COMMAND", "check_runs_here", "default_cache_dir", "signal_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,11 +119,16 @@ def _stat_line(path: Path) -> str:
     return f"{path} {info.st_size} {info.st_mtime_ns}"
 
 
-def _crash_message(signum: int) -> str:
+def signal_name(signum: int) -> str:
+    """``SIGILL`` for 4; ``signal 200`` for a number no signal has."""
     try:
-        name = signal.Signals(signum).name
+        return signal.Signals(signum).name
     except ValueError:
-        name = f"signal {signum}"
+        return f"signal {signum}"
+
+
+def _crash_message(signum: int) -> str:
+    name = signal_name(signum)
     cause = (
         "an illegal instruction: this llama-cpp-python was compiled for another CPU"
         if signum == signal.SIGILL
