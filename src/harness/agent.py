@@ -427,6 +427,7 @@ class HarnessAgent:
             general_purpose=general_purpose(settings.max_iters) if config.general_purpose else None,
             refresh_seconds=config.refresh_seconds,
             allowed_models=config.allowed_models,
+            max_declared_iters=settings.max_iters,
         )
         self.tasks = TaskRepository(
             self.workspace,

@@ -134,3 +134,28 @@ async def test_a_declaration_without_a_model_runs_on_the_parents_and_narrows_its
     # The parent's scripted model answers for the child too ("done" matches no agent_key...):
     # what matters is that it ran, as a child of the parent's model and tools.
     assert "agent_key: " in results[-1], results[-1]
+
+
+async def test_a_model_written_declaration_gets_at_most_the_parents_steps(
+    workspace: WorkspaceManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    greedy = declaration("greedy", None).replace(
+        "description: x", "description: x\nmax_iters: 100000"
+    )
+    modest = declaration("modest", None).replace("description: x", "description: x\nmax_iters: 2")
+    await workspace.backend.write("users/alice/subagents/greedy.md", greedy)
+    await workspace.backend.write("users/alice/subagents/modest.md", modest)
+    agent = HarnessAgent(
+        model=ScriptedChatModel([{"text": "hi"}]), workspace=workspace, memory=None, max_iters=7
+    )
+    try:
+        assert agent.subagents is not None
+        with caplog.at_level(logging.WARNING, logger="harness.subagents.declarations"):
+            entries = await agent.subagents.catalog.entries("alice")
+    finally:
+        await agent.aclose()
+
+    steps = {name: getattr(spec, "max_iters", None) for name, spec in entries.items()}
+    assert steps["greedy"] == 7  # the parent's, not the 100,000 the file asked for
+    assert steps["modest"] == 2  # fewer is narrowing, and kept
+    assert any("asks for max_iters 100000" in r.getMessage() for r in caplog.records)

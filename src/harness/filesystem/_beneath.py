@@ -1,29 +1,85 @@
-"""Opening a file exactly where its path was checked, following no symbolic link on the way.
+"""Using a file exactly where its path was checked, following no symbolic link on the way.
 
 A path is checked by resolving it (every link followed, the result inside the namespace) and
 then used. Between the two, anything that can write the workspace (a command in the sandbox,
 another process) can swap a directory of the path for a link to ``/``, and a plain ``open`` of
-the checked path would follow it out. So the resolved path, which by construction holds no
-link, is opened one component at a time, each relative to its parent's descriptor with
-``O_NOFOLLOW``: a component that has become a link since the check fails the open instead of
-being followed. (``openat2(RESOLVE_BENEATH)`` does the same in one call, but Python has no
-binding for it; this walk works on every Linux.)
+the checked path would follow it out: to read a host file, to list a host directory, or to
+write one. So the resolved path, which by construction holds no link, is walked one component
+at a time, each opened relative to its parent's descriptor with ``O_NOFOLLOW``: a component
+that has become a link since the check fails the walk instead of being followed. Every
+operation then acts on a name inside the directory descriptor the walk ended on (``openat``,
+``renameat``, ``unlinkat``), never on the path again. (``openat2(RESOLVE_BENEATH)`` does the
+walk in one call, but Python has no binding for it; this works on every Linux.)
+
+Writes are atomic here as well: the new bytes go to a temporary file in the same directory,
+are flushed to disk, and replace the old file by rename, whose directory is then flushed too; a
+crash leaves the old file or the new one, never a mix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
+import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LinkSwapped", "read_beneath"]
+__all__ = [
+    "LinkSwapped",
+    "append",
+    "directory_beneath",
+    "locked",
+    "lstat",
+    "read_beneath",
+    "replace",
+    "stat_beneath",
+]
 
-_DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_HELD = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_MODE = 0o600
+"""Files are created private to their owner; a replaced file keeps the mode it had."""
 
 
 class LinkSwapped(OSError):
-    """A component of a checked path turned into a symbolic link before it was opened."""
+    """A component of a checked path turned into a symbolic link before it was used."""
+
+
+@contextlib.contextmanager
+def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> Iterator[int]:
+    """A descriptor of ``directory`` (a resolved path inside ``root``), reached link-free.
+
+    With ``create``, ``root`` and the missing directories on the way are made (each then opened with
+    ``O_NOFOLLOW``, so one swapped in right after it was made is refused all the same).
+
+    Raises:
+        LinkSwapped: A component is a symbolic link now.
+        FileNotFoundError: A directory is missing (and ``create`` is off).
+        NotADirectoryError: A component is a file.
+    """
+    if create:
+        os.makedirs(root, exist_ok=True)  # the root is the operator's; only below it is walked
+    fd = os.open(root, _HELD if directory == root else _WALK)
+    try:
+        parts = directory.relative_to(root).parts
+        for index, part in enumerate(parts):
+            flags = _HELD if index == len(parts) - 1 else _WALK
+            try:
+                inner = _step(fd, part, flags, directory)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):  # made meanwhile by another writer
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                inner = _step(fd, part, flags, directory)
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def read_beneath(root: Path, path: Path) -> bytes:
@@ -35,7 +91,10 @@ def read_beneath(root: Path, path: Path) -> bytes:
         IsADirectoryError: ``path`` is a directory.
         OSError: The file cannot be read.
     """
-    fd = _open(root, path, os.O_RDONLY | os.O_CLOEXEC)
+    if path == root:
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    with directory_beneath(root, path.parent) as directory:
+        fd = _step(directory, path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, path)
     try:
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
@@ -47,19 +106,93 @@ def read_beneath(root: Path, path: Path) -> bytes:
         os.close(fd)
 
 
-def _open(root: Path, path: Path, flags: int) -> int:
-    parts = path.relative_to(root).parts
-    if not parts:
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+def stat_beneath(root: Path, path: Path) -> os.stat_result | None:
+    """What ``path`` is (a link is reported as the link itself); None when it is not there.
+
+    Raises:
+        LinkSwapped: A directory on the way is a symbolic link now.
+    """
     try:
-        for part in parts[:-1]:
-            inner = _step(fd, part, _DIRECTORY, path)
-            os.close(fd)
-            fd = inner
-        return _step(fd, parts[-1], flags | os.O_NOFOLLOW, path)
+        if path == root:
+            return os.stat(root)
+        with directory_beneath(root, path.parent) as directory:
+            return lstat(directory, path.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def lstat(directory: int, name: str) -> os.stat_result | None:
+    """The entry ``name`` of a held directory, not following a link; None when missing."""
+    try:
+        return os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+@contextlib.contextmanager
+def locked(directory: int, name: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the sidecar ``.<name>.lock`` of a held directory.
+
+    A sidecar, not the file itself, because atomic replacement changes the file's inode.
+    """
+    fd = os.open(
+        f".{name}.lock",
+        os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=directory,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        os.close(fd)
+        os.close(fd)  # closing releases the lock
+
+
+def replace(directory: int, name: str, data: bytes) -> None:
+    """Atomically replace (or create) ``name`` in a held directory, keeping the old mode."""
+    old = lstat(directory, name)
+    mode = stat.S_IMODE(old.st_mode) if old and stat.S_ISREG(old.st_mode) else _NEW_FILE_MODE
+    temporary = f".{name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(
+        temporary,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        _NEW_FILE_MODE,
+        dir_fd=directory,
+    )
+    try:
+        try:
+            os.fchmod(fd, mode)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
+        raise
+    os.fsync(directory)  # the rename itself reaches the disk
+
+
+def append(directory: int, name: str, data: bytes) -> None:
+    """Append ``data`` to ``name`` (created if missing) with one write, under its ``flock``."""
+    fd = os.open(
+        name,
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=directory,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _step(directory: int, name: str, flags: int, path: Path) -> int:
@@ -73,7 +206,5 @@ def _step(directory: int, name: str, flags: int, path: Path) -> int:
 
 
 def _is_link(directory: int, name: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.lstat(name, dir_fd=directory).st_mode)
-    except OSError:
-        return False
+    found = lstat(directory, name)
+    return found is not None and stat.S_ISLNK(found.st_mode)

@@ -14,6 +14,11 @@ listed. A name that merely contains dots (``a..b``) is an ordinary name.
 Each operation is one hop to a worker thread (``asyncio.to_thread``): the blocking work and the
 checks run there, so the event loop never waits for the disk.
 
+A checked path is then used where it was checked: every read, write, listing, move and delete
+walks it from the workspace root one directory descriptor at a time, following no link
+(:mod:`._beneath`), so a directory swapped for a link after the check (from the sandbox, or by
+another process) is refused, never followed out.
+
 Writes (``write``, ``edit``, ``upload``, ``put``, ``append``) are atomic (temporary file,
 ``fsync``, rename; a crash leaves the old or the new file) and take the file's sidecar lock
 (``.<name>.lock``, the one :class:`~harness.workspace.WorkspaceManager` uses), so
@@ -35,15 +40,25 @@ import errno
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final, TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace, StorageError
-from harness.filesystem._beneath import LinkSwapped, read_beneath
+from harness.filesystem._beneath import (
+    LinkSwapped,
+    append,
+    directory_beneath,
+    locked,
+    lstat,
+    read_beneath,
+    replace,
+    stat_beneath,
+)
 from harness.filesystem.base import (
     MISSING,
     AbstractFilesystem,
@@ -65,7 +80,6 @@ from harness.filesystem.base import (
     namespace_prefix,
 )
 from harness.workspace.layout import USERS_DIR
-from harness.workspace.manager import atomic_write, file_lock, locked_append
 from harness.workspace.paths import normalize
 
 __all__ = [
@@ -134,13 +148,15 @@ class _Target:
 
     ``leaf`` has its directories resolved but not its last component (so a symbolic link
     itself can be deleted or moved); ``path`` is resolved all the way (what reads and writes
-    use). Both are inside ``namespace``.
+    use). Both are inside ``namespace``, which is inside ``root`` (the workspace directory,
+    resolved), where every walk to them starts.
     """
 
     rel: str
     leaf: Path
     path: Path
     namespace: Path
+    root: Path
     hidden: Path | None = None
     """A directory inside the namespace the call must not see (``users/`` for a no-user call)."""
 
@@ -149,6 +165,15 @@ class _Target:
         return _inside(path, self.namespace) and (
             self.hidden is None or not _inside(path, self.hidden)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A file met by a walk: where its bytes are (a link's target), its path below, its stat."""
+
+    source: Path
+    below: str
+    stat: os.stat_result
 
 
 class LocalFilesystem(AbstractFilesystem):
@@ -200,7 +225,8 @@ class LocalFilesystem(AbstractFilesystem):
         rel = normalize(path)
         _check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
-        namespace = self.root.resolve() / prefix if prefix else self.root.resolve()
+        root = self.root.resolve()
+        namespace = root / prefix if prefix else root
         lexical = namespace / rel if rel else namespace
         if len(os.fsencode(lexical)) >= MAX_PATH_BYTES:
             msg = (
@@ -218,7 +244,7 @@ class LocalFilesystem(AbstractFilesystem):
         hidden = None
         if ctx is not None and not prefix and self.scope is IsolationScope.USER:
             hidden = namespace / USERS_DIR
-        target = _Target(rel, leaf, real, namespace, hidden)
+        target = _Target(rel, leaf, real, namespace, root, hidden)
         if not (target.allows(leaf.parent) or not rel) or not target.allows(real):
             msg = (
                 f"path {_show(path)} leads out of the caller's namespace through a symbolic "
@@ -244,35 +270,39 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _ls(self, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
-        if not target.path.exists():
+        found = _stat(target, target.path, path)
+        if found is None:
             return ListResult()
-        if not target.path.is_dir():
+        if not stat.S_ISDIR(found.st_mode):
             raise _Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; read it instead",
             )
         entries = []
         prefix = f"{target.rel}/" if target.rel else ""
-        with os.scandir(target.path) as found:  # one scan; each entry's stat is cached
-            for entry in found:
+        with _held(target, target.path, path) as directory, os.scandir(directory) as listing:
+            for entry in listing:
                 if _LOCK_OR_TEMP.fullmatch(entry.name):
                     continue
                 child = target.path / entry.name
                 if child == target.hidden:
                     continue
-                if entry.is_symlink() and not _link_allowed(target, child):
-                    continue  # a link leading out (or in a loop) is not part of the namespace
                 try:
-                    stat = entry.stat()
-                    is_dir = entry.is_dir()
-                except OSError:  # dangling link, or removed meanwhile
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:  # removed meanwhile
                     continue
+                if stat.S_ISLNK(info.st_mode):
+                    linked = _followed(target, child)
+                    if linked is None:
+                        continue  # leading out, dangling or in a loop: not part of the namespace
+                    info = linked[1]
+                is_dir = stat.S_ISDIR(info.st_mode)
                 entries.append(
                     FileInfo(
                         prefix + entry.name,
                         is_dir=is_dir,
-                        size=0 if is_dir else stat.st_size,
-                        modified_at=stat.st_mtime,
+                        size=0 if is_dir else info.st_size,
+                        modified_at=info.st_mtime,
                     )
                 )
         return ListResult(sorted(entries, key=lambda e: e.path))
@@ -318,22 +348,21 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _check_readable(self, target: _Target, path: str) -> float:
         """A file's modification time, or the tool error saying why it cannot be read."""
-        try:
-            stat = target.path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
-        if target.path.is_dir():
+        found = _stat(target, target.path, path)
+        if found is None:
+            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
+        if stat.S_ISDIR(found.st_mode):
             raise _Fail(
                 FsErrorCode.IS_DIRECTORY,
                 f"'{path}' is a directory, not a file; list it with ls instead",
             )
-        if stat.st_size > self.max_file_bytes:
+        if found.st_size > self.max_file_bytes:
             raise _Fail(
                 FsErrorCode.TOO_LARGE,
-                f"'{path}' is {stat.st_size} bytes, over the limit of {self.max_file_bytes}; "
+                f"'{path}' is {found.st_size} bytes, over the limit of {self.max_file_bytes}; "
                 "search it with grep instead",
             )
-        return stat.st_mtime
+        return found.st_mtime
 
     async def write(
         self, path: str, content: str, ctx: RuntimeContext | None = None
@@ -347,20 +376,22 @@ class LocalFilesystem(AbstractFilesystem):
         target = self._resolve(path, ctx)
         data = content.encode("utf-8")
         self._check_writable(target, path)
-        with file_lock(target.path):
-            if target.path.exists() or target.leaf.is_symlink():
+        name = target.path.name
+        with _locked(target, path) as directory:
+            if lstat(directory, name) is not None or target.leaf.is_symlink():
                 raise _Fail(FsErrorCode.ALREADY_EXISTS, _exists_message(path))
-            atomic_write(target.path, data)
+            replace(directory, name, data)
         return WriteResult(target.rel)
 
     def _check_writable(self, target: _Target, path: str) -> None:
         """Refuse a write to a directory, or below something that is a file."""
-        if not target.rel or target.path.is_dir():
+        if not target.rel or _is_directory(_stat(target, target.path, path)):
             raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         for parent in target.path.parents:
             if parent == target.namespace or not _inside(parent, target.namespace):
                 break
-            if parent.exists() and not parent.is_dir():
+            found = _stat(target, parent, path)
+            if found is not None and not stat.S_ISDIR(found.st_mode):
                 shown = parent.relative_to(target.namespace).as_posix()
                 raise _Fail(
                     FsErrorCode.NOT_A_DIRECTORY,
@@ -397,10 +428,11 @@ class LocalFilesystem(AbstractFilesystem):
                 "the text to replace is empty; give the exact text to replace, with context",
             )
         self._check_readable(target, path)  # missing, directory, too large: before locking
-        with file_lock(target.path):
+        name = target.path.name
+        with _locked(target, path, create=False) as directory:
             raw, _ = self._read_file(target, path)
-            updated, occurrences = _edited(path, target.path.name, raw, old, new, replace_all)
-            _replace(target.path, updated)
+            updated, occurrences = _edited(path, name, raw, old, new, replace_all)
+            replace(directory, name, updated)
         return EditResult(target.rel, occurrences=occurrences)
 
     async def grep(
@@ -434,49 +466,54 @@ class LocalFilesystem(AbstractFilesystem):
             filter_re = _glob_regex(cleaned)
             by_path = "/" in cleaned
         matches: list[GrepMatch] = []
-        for real, below in self._walk_files(target):
-            if filter_re is not None and not filter_re.fullmatch(below if by_path else real.name):
+        for found in self._walk_files(target, path):
+            name = PurePosixPath(found.below).name if found.below else target.path.name
+            if filter_re is not None and not filter_re.fullmatch(found.below if by_path else name):
+                continue
+            if found.stat.st_size > self.max_file_bytes:
                 continue
             try:
-                source = real.resolve() if real.is_symlink() else real  # a link that stays in
-                if not target.allows(source) or source.stat().st_size > self.max_file_bytes:
-                    continue
-                text = _text_of(real.name, read_beneath(target.namespace, source))
+                text = _text_of(name, read_beneath(target.root, found.source))
             except OSError:  # removed, unreadable or swapped for a link meanwhile: not an answer
                 continue
             if text is None or pattern not in text:
                 continue
-            shown = self._display(target, target.path / below) if below else target.rel
+            shown = self._display(target, target.path / found.below) if found.below else target.rel
             for number, line in enumerate(text.split("\n"), start=1):
                 if pattern in line:
                     matches.append(GrepMatch(shown, number, line.removesuffix("\r")))
         matches.sort(key=lambda m: (m.path, m.line))
         return GrepResult(matches)
 
-    def _walk_files(self, target: _Target) -> Iterator[tuple[Path, str]]:
-        """The files under a target (or the target itself), with their path below it.
+    def _walk_files(self, target: _Target, shown: str) -> Iterator[_Found]:
+        """The files under a target (or the target itself), each with its path below it.
 
         Symbolic links to files inside the namespace count; linked directories are not entered
-        (no loops), and links leading out are skipped.
+        (no loops), and links leading out are skipped. The walk holds each directory it lists
+        (``os.fwalk``), so a directory swapped for a link meanwhile is not entered either.
         """
-        if target.path.is_file():
-            yield target.path, ""
+        top = _stat(target, target.path, shown)
+        if top is None or stat.S_ISREG(top.st_mode):
+            if top is not None:
+                yield _Found(target.path, "", top)
             return
-        if not target.path.is_dir():
+        if not stat.S_ISDIR(top.st_mode):
             return
-        for dirpath, dirnames, filenames in os.walk(target.path):
-            base = Path(dirpath)
-            dirnames[:] = sorted(d for d in dirnames if base / d != target.hidden)
-            for name in sorted(filenames):
-                if _LOCK_OR_TEMP.fullmatch(name):
-                    continue
-                file = base / name
-                if file.is_symlink():
-                    if not _link_allowed(target, file) or not file.is_file():
+        with _held(target, target.path, shown) as directory:
+            for dirpath, dirnames, filenames, held in os.fwalk(".", dir_fd=directory):
+                base = target.path / dirpath
+                dirnames[:] = sorted(d for d in dirnames if base / d != target.hidden)
+                for name in sorted(filenames):
+                    if _LOCK_OR_TEMP.fullmatch(name):
                         continue
-                elif not file.is_file():
-                    continue
-                yield file, file.relative_to(target.path).as_posix()
+                    file = base / name
+                    info = lstat(held, name)
+                    found = (file, info)
+                    if info is not None and stat.S_ISLNK(info.st_mode):
+                        found = _followed(target, file) or (file, None)
+                    source, info = found
+                    if info is not None and stat.S_ISREG(info.st_mode):
+                        yield _Found(source, file.relative_to(target.path).as_posix(), info)
 
     async def glob(
         self, pattern: str, path: str = "/", ctx: RuntimeContext | None = None
@@ -494,24 +531,21 @@ class LocalFilesystem(AbstractFilesystem):
     def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
         matcher = _glob_regex(_clean_pattern(pattern))
-        if target.path.exists() and not target.path.is_dir():
+        top = _stat(target, target.path, path)
+        if top is not None and not stat.S_ISDIR(top.st_mode):
             raise _Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; glob searches under a directory",
             )
         entries = []
-        for real, below in self._walk_files(target):
-            if not matcher.fullmatch(below):
-                continue
-            try:
-                stat = real.stat()
-            except OSError:
+        for found in self._walk_files(target, path):
+            if not matcher.fullmatch(found.below):
                 continue
             entries.append(
                 FileInfo(
-                    self._display(target, target.path / below),
-                    size=stat.st_size,
-                    modified_at=stat.st_mtime,
+                    self._display(target, target.path / found.below),
+                    size=found.stat.st_size,
+                    modified_at=found.stat.st_mtime,
                 )
             )
         return ListResult(sorted(entries, key=lambda e: e.path))
@@ -540,8 +574,9 @@ class LocalFilesystem(AbstractFilesystem):
     def _upload_one(self, path: str, data: bytes, ctx: RuntimeContext | None) -> TransferResult:
         target = self._resolve(path, ctx)
         self._check_writable(target, path)
-        with file_lock(target.path):
-            _replace(target.path, bytes(data))
+        name = target.path.name
+        with _locked(target, path) as directory:
+            replace(directory, name, bytes(data))
         return TransferResult(path)
 
     async def download(
@@ -558,7 +593,7 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _download_one(self, path: str, ctx: RuntimeContext | None) -> TransferResult:
         target = self._resolve(path, ctx)
-        if target.path.is_dir():
+        if _is_directory(_stat(target, target.path, path)):
             raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         try:
             data = _read_checked(target, path)
@@ -572,7 +607,8 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _exists(self, path: str, ctx: RuntimeContext | None) -> bool:
         try:
-            return self._resolve(path, ctx).path.exists()
+            target = self._resolve(path, ctx)
+            return _stat(target, target.path, path) is not None
         except (PathOutsideWorkspace, OSError):
             return False
 
@@ -584,13 +620,15 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _delete(self, path: str, ctx: RuntimeContext | None) -> WriteResult:
         target = self._resolve(path, ctx)
-        if not target.leaf.is_symlink() and (not target.rel or target.leaf.is_dir()):
-            raise _Fail(
-                FsErrorCode.IS_DIRECTORY,
-                f"'{path}' is a directory; delete the files in it one by one",
-            )
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            target.leaf.unlink()  # already gone is what the caller wanted
+        if not target.rel:
+            raise _Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
+        with (
+            contextlib.suppress(FileNotFoundError, NotADirectoryError),  # gone already: fine
+            _held(target, target.leaf.parent, path) as directory,
+        ):
+            if _is_directory(lstat(directory, target.leaf.name)):
+                raise _Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
+            os.unlink(target.leaf.name, dir_fd=directory)
         return WriteResult(target.rel)
 
     async def move(
@@ -607,15 +645,23 @@ class LocalFilesystem(AbstractFilesystem):
     def _move(self, source: str, target: str, ctx: RuntimeContext | None) -> WriteResult:
         src = self._resolve(source, ctx)
         dst = self._resolve(target, ctx)
-        if not src.leaf.is_symlink():
-            if not src.rel or src.leaf.is_dir():
-                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
-            if not src.leaf.exists():
+        if not src.rel:
+            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+        with _held(src, src.leaf.parent, source) as origin:
+            found = lstat(origin, src.leaf.name)  # a link is moved as itself
+            if found is None:
                 raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
-        self._check_writable(dst, target)
-        if src.leaf != dst.leaf:
-            dst.leaf.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src.leaf, dst.leaf)
+            if stat.S_ISDIR(found.st_mode):
+                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+            self._check_writable(dst, target)
+            if src.leaf != dst.leaf:
+                with _held(dst, dst.leaf.parent, target, create=True) as destination:
+                    os.replace(
+                        src.leaf.name,
+                        dst.leaf.name,
+                        src_dir_fd=origin,
+                        dst_dir_fd=destination,
+                    )
         return WriteResult(dst.rel)
 
     # -- storage operations -----------------------------------------------------------------
@@ -663,12 +709,13 @@ class LocalFilesystem(AbstractFilesystem):
     ) -> Version | None:
         target = self._resolve(path, ctx)
         _storage_check_file(target, path)
-        with file_lock(target.path):
+        name = target.path.name
+        with _locked(target, path) as directory:
             if if_version is not None:
                 current = _storage_read(target, path)
                 if (MISSING if current is None else _version(current)) != if_version:
                     return None
-            _replace(target.path, data)
+            replace(directory, name, data)
         return _version(data)
 
     async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
@@ -684,8 +731,9 @@ class LocalFilesystem(AbstractFilesystem):
     def _append(self, path: str, data: bytes, ctx: RuntimeContext | None) -> None:
         target = self._resolve(path, ctx)
         _storage_check_file(target, path)
-        with file_lock(target.path):  # also excludes a put replacing the file meanwhile
-            locked_append(target.path, data)
+        name = target.path.name
+        with _locked(target, path) as directory:  # also excludes a put replacing the file
+            append(directory, name, data)
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -812,12 +860,29 @@ def _show(path: str) -> str:
     return f"'{path}'" if len(path) <= 80 else f"'{path[:60]}...' ({len(path)} chars)"
 
 
-def _link_allowed(target: _Target, link: Path) -> bool:
-    """Whether a symbolic link met in a listing leads somewhere the call may see."""
+def _followed(target: _Target, link: Path) -> tuple[Path, os.stat_result] | None:
+    """Where a symbolic link met in a listing leads and what is there, when the call may see it.
+
+    None for a link leading out of what the call sees, dangling, or in a loop.
+    """
     try:
-        return target.allows(link.resolve())
-    except (OSError, RuntimeError):  # a loop
-        return False
+        resolved = link.resolve(strict=True)
+        if not target.allows(resolved):
+            return None
+        found = stat_beneath(target.root, resolved)
+    except (OSError, RuntimeError):  # a loop, or changed meanwhile
+        return None
+    if found is None or stat.S_ISLNK(found.st_mode):
+        return None
+    return resolved, found
+
+
+def _is_directory(found: os.stat_result | None) -> bool:
+    return found is not None and stat.S_ISDIR(found.st_mode)
+
+
+def _directory_delete(path: str) -> str:
+    return f"'{path}' is a directory; delete the files in it one by one"
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -886,17 +951,6 @@ def _edited(
     return updated.encode("utf-8"), count if replace_all else 1
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Atomically replace a file, keeping the permissions of the one it replaces."""
-    try:
-        mode: int | None = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = None
-    atomic_write(path, data)
-    if mode is not None:
-        os.chmod(path, mode)
-
-
 def _read_checked(target: _Target, shown: str) -> bytes:
     """The file's bytes, opened where its path was checked (:mod:`._beneath`).
 
@@ -904,13 +958,56 @@ def _read_checked(target: _Target, shown: str) -> bytes:
         PathOutsideWorkspace: A directory of the path became a symbolic link after the check.
     """
     try:
-        return read_beneath(target.namespace, target.path)
+        return read_beneath(target.root, target.path)
     except LinkSwapped:
-        msg = (
-            f"path {_show(shown)} leads out of the caller's namespace through a symbolic link "
-            "(it changed while being read); use a path whose links stay inside"
-        )
-        raise _SymlinkEscape(msg) from None
+        raise _swapped(shown) from None
+
+
+def _stat(target: _Target, path: Path, shown: str) -> os.stat_result | None:
+    """What is at a resolved path of ``target`` (None: nothing), reached following no link.
+
+    Raises:
+        PathOutsideWorkspace: A directory of the path, or the path itself, is a symbolic link
+            now (none was when the path resolved).
+    """
+    try:
+        found = stat_beneath(target.root, path)
+    except LinkSwapped:
+        raise _swapped(shown) from None
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        raise _swapped(shown)
+    return found
+
+
+@contextlib.contextmanager
+def _held(target: _Target, directory: Path, shown: str, *, create: bool = False) -> Iterator[int]:
+    """A descriptor of a directory of ``target``, reached following no link (see :mod:`._beneath`).
+
+    Raises:
+        PathOutsideWorkspace: A directory on the way became a symbolic link after the check.
+    """
+    try:
+        with directory_beneath(target.root, directory, create=create) as held:
+            yield held
+    except LinkSwapped:
+        raise _swapped(shown) from None
+
+
+@contextlib.contextmanager
+def _locked(target: _Target, shown: str, *, create: bool = True) -> Iterator[int]:
+    """The held directory of ``target``'s file, with the file's sidecar lock taken."""
+    with (
+        _held(target, target.path.parent, shown, create=create) as directory,
+        locked(directory, target.path.name),
+    ):
+        yield directory
+
+
+def _swapped(shown: str) -> _SymlinkEscape:
+    return _SymlinkEscape(
+        f"path {_show(shown)} leads out of the caller's namespace through a symbolic link "
+        "(it changed while being used); use a path whose links stay inside"
+    )
 
 
 def _storage_read(target: _Target, shown: str) -> bytes | None:
@@ -927,7 +1024,7 @@ def _storage_read(target: _Target, shown: str) -> bytes | None:
 
 
 def _storage_check_file(target: _Target, shown: str) -> None:
-    if not target.rel or target.path.is_dir():
+    if not target.rel or _is_directory(_stat(target, target.path, shown)):
         msg = f"cannot write {shown!r}: it is a directory, not a file"
         raise StorageError(msg)
 

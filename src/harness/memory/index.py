@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Final, ParamSpec, TypeVar
 
 from harness.errors import StorageError
+from harness.filesystem._beneath import read_beneath
 from harness.memory._files import digest, owner_of, scan
 from harness.memory._fts import FTS_TABLE, MIGRATIONS, Pending, delete_rows, rows_for, write_rows
 from harness.memory._query import analyze
@@ -349,10 +350,13 @@ class MemoryIndex:
         """
         root = Path(workspace)
         self._claim_workspace(root)
+        real_root = root.resolve()
 
         def read(path: str) -> str:
+            # opened where scan() saw it, following no link: a directory swapped for a link to
+            # the host since the scan must not pull a host file into a user's search results
             try:
-                return (root / path).read_bytes().decode("utf-8", errors="replace")
+                return read_beneath(real_root, real_root / path).decode("utf-8", errors="replace")
             except OSError:
                 return ""
 

@@ -13,21 +13,22 @@ Sources, in the order the prompt lists them:
        description: Finds and summarizes sources on a topic.
        tools: [read_file, memory_search]     # or "read_file, memory_search"
        model: openai:gpt-4o-mini             # optional; the parent's model by default
-       max_iters: 6                          # optional; 10 by default
+       max_iters: 6                          # optional; 10 by default, the parent's at most
        ---
        You are a careful researcher. ...      (the body is the system prompt)
 
 A file with a missing or malformed field is skipped with a warning that names the file and the
 problem. The files are the model's to write, so they can narrow an agent (fewer tools, their own
 prompt) but not widen it: a ``model:`` that the operator did not list in
-``SubagentsConfig.allowed_models`` skips the file, and ``tools:`` only keeps tools the parent
-has. Two declarations of one name are an error naming both, wherever they come from: the
-original silently kept the last one, so the model could spawn a different agent than the one
-the prompt described.
+``SubagentsConfig.allowed_models`` skips the file, ``tools:`` only keeps tools the parent
+has, and ``max_iters:`` is at most the parent's. Two declarations of one name are an error
+naming both, wherever they come from: the original silently kept the last one, so the model
+could spawn a different agent than the one the prompt described.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -198,7 +199,10 @@ class SubagentCatalog:
     """The subagents available to a caller: built-in, Python, and the workspace's files.
 
     The workspace's files are read (off the event loop) at most once per ``refresh_seconds``
-    per user, so edits show up within a second without a directory walk at every step.
+    per user, so edits show up within a second without a directory walk at every step. They are
+    the model's to write, so they may only narrow the parent: a model outside
+    ``allowed_models`` skips the file, and ``max_iters`` above ``max_declared_iters`` (the
+    parent's steps) is lowered to it.
     """
 
     def __init__(
@@ -209,10 +213,12 @@ class SubagentCatalog:
         general_purpose: SubagentSpec | None = None,
         refresh_seconds: float = 1.0,
         allowed_models: Iterable[str] = (),
+        max_declared_iters: int | None = None,
     ) -> None:
         self.workspace = workspace
         self.refresh_seconds = refresh_seconds
         self.allowed_models = frozenset(allowed_models)
+        self.max_declared_iters = max_declared_iters
         fixed = [general_purpose] if general_purpose is not None else []
         self._fixed = _by_name([*fixed, *declarations])
         self._cache: dict[str | None, tuple[float, dict[str, Declaration]]] = {}
@@ -259,6 +265,15 @@ class SubagentCatalog:
                     ", ".join(sorted(self.allowed_models)) or "none",
                 )
                 continue
+            limit = self.max_declared_iters
+            if limit is not None and spec.max_iters > limit:
+                logger.warning(
+                    "subagent declaration %s asks for max_iters %d; it gets the parent's %d",
+                    entry.path,
+                    spec.max_iters,
+                    limit,
+                )
+                spec = dataclasses.replace(spec, max_iters=limit)
             specs.append(spec)
         return specs
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import random
-import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from harness.errors import StorageError, WorkspaceError
+from harness.filesystem._beneath import append, directory_beneath, locked, replace
 from harness.workspace.layout import shared_with_users, user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
@@ -348,14 +347,11 @@ def file_lock(path: Path) -> Iterator[None]:
         StorageError: The lock file cannot be created or locked.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = (path.parent / f".{path.name}.lock").open("a")
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        with _parent_of(path) as directory, locked(directory, path.name):
+            yield
     except OSError as exc:
         msg = f"cannot lock {path}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
-    with handle:
-        yield
 
 
 def locked_append(path: Path, data: bytes) -> None:
@@ -365,16 +361,8 @@ def locked_append(path: Path, data: bytes) -> None:
         StorageError: The file could not be written.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-        finally:
-            os.close(fd)  # closing releases the lock
+        with _parent_of(path) as directory:
+            append(directory, path.name, data)
     except OSError as exc:
         msg = f"cannot append to {path}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
@@ -387,21 +375,18 @@ def atomic_write(path: Path, data: bytes) -> None:
         StorageError: The file could not be written.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with _parent_of(path) as directory:
+            replace(directory, path.name, data)
     except OSError as exc:
         msg = f"cannot write {path}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
+
+
+def _parent_of(path: Path) -> contextlib.AbstractContextManager[int]:
+    """The directory of an operator-given path, created if missing, held for the operation."""
+    parent = path.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    return directory_beneath(parent, parent)
 
 
 def _decode(data: bytes) -> str:

@@ -22,11 +22,11 @@ from harness.compaction.eviction import (
     parse_placeholder,
     render_placeholder,
 )
+from harness.filesystem import _beneath
 from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.kernel import ImageBlock, Msg, PostActing, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.models import ScriptedChatModel
 from harness.workspace import WorkspaceManager
-from harness.workspace.manager import atomic_write
 
 OUTPUT = "0123456789" * 10  # 100 characters
 SMALL = ToolResultEvictionConfig(max_result_chars=20, preview_chars=4)
@@ -395,13 +395,13 @@ async def test_the_file_is_written_off_the_event_loop(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[int] = []
-    real = atomic_write
+    real = _beneath.replace
 
-    def recording(path: Path, data: bytes) -> None:
+    def recording(directory: int, name: str, data: bytes) -> None:
         threads.append(threading.get_ident())
-        real(path, data)
+        real(directory, name, data)
 
-    monkeypatch.setattr(local_backend, "atomic_write", recording)
+    monkeypatch.setattr(local_backend, "replace", recording)  # where the backend looks it up
 
     await run(make_hook(workspace), post_acting(OUTPUT))
 
