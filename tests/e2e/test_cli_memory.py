@@ -883,8 +883,8 @@ def test_maintain_consolidates_with_a_model(started: Started) -> None:
 # --- help ---------------------------------------------------------------------------------------
 
 
-def test_memory_subcommands_are_the_documented_four() -> None:
-    assert list(SUBCOMMANDS) == ["index", "search", "consolidate", "maintain"]
+def test_memory_subcommands_are_the_documented_six() -> None:
+    assert list(SUBCOMMANDS) == ["index", "search", "consolidate", "history", "restore", "maintain"]
 
 
 def test_memory_help_lists_every_subcommand(started: Started) -> None:

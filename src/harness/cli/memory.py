@@ -25,7 +25,13 @@ from harness.cli._common import (
     run_async,
 )
 from harness.cli._output import err, out, setup_logging
-from harness.memory import DEFAULT_MEMORY, MemoryIndex, MemoryMaintenance
+from harness.memory import (
+    DEFAULT_MEMORY,
+    MemoryHistory,
+    MemoryIndex,
+    MemoryMaintenance,
+    MemoryVersion,
+)
 from harness.memory.index import IndexStats
 from harness.memory.maintenance import sync_index
 from harness.models import resolve_model
@@ -170,16 +176,60 @@ def consolidate_command(
     """Merge the daily logs written since the last run into MEMORY.md (needs a model)."""
     setup_logging(verbose)
 
-    async def _consolidate() -> str:
+    async def _consolidate() -> tuple[bool, str]:
         async with _maintenance(workspace, store, model, need_model=True) as running:
             assert running.consolidator is not None
             result = await running.consolidator.consolidate(user)
             if result.updated:
                 await running.index_file_for(user)
-                return f"MEMORY.md updated from {len(result.merged)} daily logs"
-            return f"MEMORY.md unchanged: {result.reason}"
+                return True, f"MEMORY.md updated from {len(result.merged)} daily logs"
+            return not result.refused, f"MEMORY.md unchanged: {result.reason}"
 
-    out.print(run_async(_consolidate()), **PLAIN)
+    fine, line = run_async(_consolidate())
+    if not fine:  # refused: the model's answer would have lost memory
+        err.print(line, **PLAIN)
+        raise typer.Exit(1)
+    out.print(line, **PLAIN)
+
+
+@memory_app.command("history")
+def history_command(
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+) -> None:
+    """List the saved versions of MEMORY.md, newest first (each rewrite keeps the one before)."""
+
+    async def _versions() -> list[MemoryVersion]:
+        async with opened_workspace(workspace, store) as manager:
+            return await MemoryHistory(manager).versions(user)
+
+    versions = run_async(_versions())
+    if not versions:
+        out.print("no saved versions of MEMORY.md", **PLAIN)
+        return
+    table = Table("version", "path", "bytes")
+    for version in versions:
+        table.add_row(version.id, version.path, str(version.size))
+    out.print(table)
+
+
+@memory_app.command("restore")
+def restore_command(
+    version: Annotated[str, typer.Argument(help="A version from `harness memory history`.")],
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+) -> None:
+    """Put a saved version back as MEMORY.md; the text it replaces is saved as a version too."""
+
+    async def _restore() -> str | None:
+        async with opened_workspace(workspace, store) as manager:
+            return await MemoryHistory(manager).restore(version, user)
+
+    saved = run_async(_restore())
+    kept = f"; the text it replaced is version {saved}" if saved else ""
+    out.print(f"MEMORY.md restored from version {version}{kept}", **PLAIN)
 
 
 @memory_app.command("maintain")

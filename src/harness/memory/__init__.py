@@ -22,6 +22,7 @@ from harness.memory.flush import (
     explicit_requests,
 )
 from harness.memory.gate import PROCESS_GATE, PeriodicGate
+from harness.memory.history import HISTORY_DIR, MemoryHistory, MemoryVersion
 from harness.memory.index import MemoryIndex, SearchHit
 from harness.memory.maintenance import MaintenanceReport, MemoryMaintenance
 from harness.memory.render import SUMMARY_NAME, is_summary, render_content, render_conversation
@@ -31,6 +32,7 @@ __all__ = [
     "CONSOLIDATION_SYSTEM_PROMPT",
     "DEFAULT_MEMORY",
     "FLUSH_SYSTEM_PROMPT",
+    "HISTORY_DIR",
     "NO_REPLY",
     "PROCESS_GATE",
     "SESSIONS_INDEX",
@@ -43,8 +45,10 @@ __all__ = [
     "MemoryConfig",
     "MemoryConsolidator",
     "MemoryFlushManager",
+    "MemoryHistory",
     "MemoryIndex",
     "MemoryMaintenance",
+    "MemoryVersion",
     "PeriodicGate",
     "SearchHit",
     "TranscriptWriter",

@@ -31,6 +31,12 @@ class MemoryConfig:
         index: Keep the full-text search index up to date (memory_search falls back to a
             keyword scan without it).
         max_memory_tokens: MEMORY.md's size limit when consolidation rewrites it.
+        consolidation_max_output_tokens: The longest answer consolidation asks of the model
+            (its own budget, whatever ``max_tokens`` the model has for chatting); None: room
+            for the whole file, at least twice ``max_memory_tokens``.
+        memory_history: How many earlier versions of MEMORY.md each namespace keeps (under
+            ``memory/.history/``; ``harness memory history`` lists them, ``restore`` puts one
+            back).
         consolidation_min_gap: At most one consolidation requested by calls per this interval,
             per user, across agent rebuilds.
         maintenance_interval: How often the maintenance worker runs its full pass.
@@ -45,16 +51,23 @@ class MemoryConfig:
     tools: bool = True
     index: bool = True
     max_memory_tokens: int = 4000
+    consolidation_max_output_tokens: int | None = None
+    memory_history: int = 10
     consolidation_min_gap: timedelta = timedelta(minutes=30)
     maintenance_interval: timedelta = timedelta(hours=6)
     daily_retention_days: int = 90
     session_retention_days: int = 180
 
     def __post_init__(self) -> None:
-        for name in ("max_memory_tokens", "daily_retention_days", "session_retention_days"):
+        limits = ("max_memory_tokens", "memory_history", "daily_retention_days")
+        for name in (*limits, "session_retention_days"):
             if getattr(self, name) < 1:
                 msg = f"MemoryConfig.{name} must be at least 1, got {getattr(self, name)}"
                 raise ValueError(msg)
+        output = self.consolidation_max_output_tokens
+        if output is not None and output < 1:
+            msg = f"MemoryConfig.consolidation_max_output_tokens must be at least 1, got {output}"
+            raise ValueError(msg)
         if self.consolidation_min_gap < timedelta(0):
             gap = self.consolidation_min_gap
             msg = f"MemoryConfig.consolidation_min_gap must not be negative, got {gap}"

@@ -6,22 +6,33 @@ limit (``max_memory_tokens``, about four characters per token). Everything goes 
 flush wrote wherever that is. The watermark, ``memory/.consolidation_state``, holds the time
 the last successful run started; daily logs modified after it are "new".
 
+MEMORY.md may hold facts that exist nowhere else (``memory_save`` into a section writes only
+there), so the model's answer is treated like a migration that must prove itself before it
+runs (:func:`refusal`): an answer cut by the length limit, blank, a bare sentinel such as
+``NO_REPLY``, or one that leaves out a fact of the current file is refused, with the reason in
+the log and the result, and MEMORY.md stays as it was. The answer has an output budget of its
+own (``max_output_tokens``), so a small ``max_tokens`` the user gave the model for chatting
+does not cut it. Before a rewrite the current text is kept in the history
+(:mod:`harness.memory.history`), from which ``harness memory restore`` brings it back.
+
 The rewrite is atomic (temp file, fsync, rename: a crash leaves the old or the new MEMORY.md)
 and never clobbers an edit: it replaces MEMORY.md only if the file still holds the text the
 model was given. If somebody (the agent through ``memory_save``, a person) changed it
-meanwhile, the consolidator reads it again and redoes the merge, up to three times. A blank or
-failed model answer changes nothing, and the watermark stays where it was.
+meanwhile, the consolidator reads it again and redoes the merge, up to three times. A refused
+or failed model answer changes nothing, and the watermark stays where it was.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from harness.kernel import ChatModel, Msg, TextBlock, complete
+from harness.kernel import ChatModel, ChatResponse, Msg, TextBlock, complete
 from harness.memory.config import Clock, utc_now
+from harness.memory.history import MemoryHistory
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager
 
 __all__ = [
@@ -29,6 +40,7 @@ __all__ = [
     "STATE_PATH",
     "ConsolidationResult",
     "MemoryConsolidator",
+    "refusal",
 ]
 
 logger = logging.getLogger(__name__)
@@ -43,12 +55,24 @@ You are a memory consolidation assistant and you own MEMORY.md, the user's curat
 memory. You are given the current MEMORY.md and new entries from the daily logs.
 
 Write the complete new MEMORY.md (the whole file, not a diff) in markdown:
-- MEMORY.md is the single source of truth; keep what is still true in it.
+- MEMORY.md is the single source of truth: keep every fact in it. You may reword, merge \
+duplicates and move facts between sections, but never leave one out.
 - Promote only durable, reusable facts from the new entries; drop passing details.
 - Do not duplicate: merge related facts under clear section headers.
-- Update or remove facts the new entries make stale or contradict.
-- Stay within {tokens} tokens (about {chars} characters): prefer recent and often-used facts.
+- When a new entry makes a fact stale, rewrite that fact to what is true now.
+- Aim for {tokens} tokens (about {chars} characters): say each fact briefly.
 Output only the file's content."""
+
+CUT_STOP_REASONS: Final = frozenset({"length", "max_tokens", "model_length"})
+"""Stop reasons (OpenAI and llama.cpp, Anthropic, vLLM) of an answer cut by its token limit."""
+
+KEPT_FRACTION: Final = 0.5
+"""A fact is kept when at least this share of its words is in the new file (rewording is fine)."""
+
+_SENTINEL = re.compile(r"[A-Z][A-Z_ ]{1,39}")
+_WORD = re.compile(r"[^\W_]+")
+_HEADING = re.compile(r"#{1,6}\s")
+_BULLET = re.compile(r"([-*+]|\d+[.)])\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +82,8 @@ class ConsolidationResult:
     updated: bool
     merged: tuple[str, ...] = ()
     reason: str = ""
+    refused: bool = False
+    """The model answered, and its answer was refused (:func:`refusal`)."""
 
 
 class MemoryConsolidator:
@@ -69,11 +95,15 @@ class MemoryConsolidator:
         model: ChatModel,
         *,
         max_memory_tokens: int = 4000,
+        max_output_tokens: int | None = None,
+        history: MemoryHistory | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.workspace = workspace
         self.model = model
         self.max_memory_tokens = max_memory_tokens
+        self.max_output_tokens = max_output_tokens
+        self.history = history or MemoryHistory(workspace, clock=clock)
         self.clock = clock
 
     async def watermark(self, user_id: str | None = None) -> datetime:
@@ -106,10 +136,15 @@ class MemoryConsolidator:
             # A user without a MEMORY.md of their own starts from the shared one, which their
             # prompts have shown them so far.
             base = current or (await self.workspace.read_own(MEMORY_MD) or "" if user_id else "")
-            merged = await self._merge(base, since, "\n".join(entries))
-            if not merged:
-                logger.warning("consolidation skipped: the model returned nothing")
-                return ConsolidationResult(updated=False, reason="blank model answer")
+            response = await self._merge(base, since, "\n".join(entries))
+            merged = _text(response)
+            refused = refusal(base, merged, response.stop_reason)
+            if refused is not None:
+                shown = MEMORY_MD if not user_id else f"{MEMORY_MD} of user {user_id!r}"
+                logger.warning("consolidation refused, %s kept as it was: %s", shown, refused)
+                reason = f"refused: {refused}"
+                return ConsolidationResult(updated=False, reason=reason, refused=True)
+            await self.history.save(current, user_id)
             if await self.workspace.replace_text(
                 MEMORY_MD, merged + "\n", expected=current, user_id=user_id
             ):
@@ -118,7 +153,7 @@ class MemoryConsolidator:
             logger.info("MEMORY.md changed during consolidation; merging again")
         return ConsolidationResult(updated=False, reason="MEMORY.md kept changing; will retry")
 
-    async def _merge(self, current: str, since: datetime, entries: str) -> str:
+    async def _merge(self, current: str, since: datetime, entries: str) -> ChatResponse:
         tokens = self.max_memory_tokens
         system = CONSOLIDATION_SYSTEM_PROMPT.format(tokens=tokens, chars=tokens * 4)
         window = "" if since.timestamp() == 0 else f" (since {since.isoformat()})"
@@ -126,7 +161,55 @@ class MemoryConsolidator:
             f"Current MEMORY.md:\n{current.strip() or '(empty)'}\n\n"
             f"New daily log entries to merge{window}:\n{entries}"
         )
-        response = await complete(
-            self.model, [Msg(role="system", content=system), Msg(role="user", content=user)]
+        # Room for the whole file, however large it has grown, whatever limit chatting uses.
+        budget = self.max_output_tokens or max(2 * tokens, len(current) // 2 + 1024)
+        return await complete(
+            self.model,
+            [Msg(role="system", content=system), Msg(role="user", content=user)],
+            max_tokens=budget,
         )
-        return "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
+
+
+def refusal(current: str, answer: str, stop_reason: str | None = None) -> str | None:
+    """Why a model's rewrite of MEMORY.md must not replace ``current``; None when it may.
+
+    Refused: an answer cut by its token limit, a blank one, a bare sentinel (``NO_REPLY``,
+    ``NOTHING NEW``), and one that leaves out a fact of ``current``. A fact is a line that is
+    not a heading; it is kept when at least :data:`KEPT_FRACTION` of its words appear in the
+    answer, so merged, reworded and moved facts pass, and a dropped section does not.
+    """
+    if stop_reason in CUT_STOP_REASONS:
+        return f"the answer was cut by its token limit (stop reason {stop_reason!r})"
+    if not answer.strip():
+        return "the answer is blank"
+    if _SENTINEL.fullmatch(answer.strip()):
+        return f"the answer is {answer.strip()!r}, not a memory file"
+    words = set(_words(answer))
+    lost = [fact for fact in _facts(current) if not _kept(fact, words)]
+    if lost:
+        shown = "; ".join(repr(fact if len(fact) <= 60 else fact[:57] + "...") for fact in lost[:3])
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        return f"the answer leaves out {len(lost)} fact(s) of MEMORY.md: {shown}{more}"
+    return None
+
+
+def _facts(text: str) -> list[str]:
+    facts = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not _HEADING.match(stripped) and stripped.strip("#") != "":
+            facts.append(_BULLET.sub("", stripped, count=1))
+    return facts
+
+
+def _kept(fact: str, words: set[str]) -> bool:
+    own = set(_words(fact))
+    return not own or len(own & words) >= KEPT_FRACTION * len(own)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.casefold()) if len(w) > 2 or w.isdigit()]
+
+
+def _text(response: ChatResponse) -> str:
+    return "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()

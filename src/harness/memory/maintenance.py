@@ -41,6 +41,7 @@ from harness.memory._files import scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import MemoryConsolidator
 from harness.memory.gate import PROCESS_GATE, Gate
+from harness.memory.history import MemoryHistory
 from harness.memory.index import IndexStats, MemoryIndex
 from harness.memory.transcript import SESSIONS_INDEX
 from harness.workspace import (
@@ -135,7 +136,12 @@ class MemoryMaintenance:
         self.clock = clock
         self.consolidator = (
             MemoryConsolidator(
-                workspace, model, max_memory_tokens=config.max_memory_tokens, clock=clock
+                workspace,
+                model,
+                max_memory_tokens=config.max_memory_tokens,
+                max_output_tokens=config.consolidation_max_output_tokens,
+                history=MemoryHistory(workspace, keep=config.memory_history, clock=clock),
+                clock=clock,
             )
             if model is not None
             else None

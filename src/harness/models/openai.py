@@ -98,6 +98,8 @@ __all__ = ["OpenAIChatModel"]
 logger = logging.getLogger(__name__)
 
 _RESERVED_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+_OUTPUT_LIMITS: Final = frozenset({"max_tokens", "max_completion_tokens"})
+"""The two names of the answer's token limit; a per-call one replaces a default of either."""
 
 # Every exception class the SDK exports has its own entry, so a reader sees how each one is
 # treated; the MRO walk in `_map_errors` only matters for classes the SDK does not export or
@@ -201,7 +203,11 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             ModelError: Any other failure, including a stream that ended with no data.
 
         """
-        body = {**self._options, **checked_options(options, _RESERVED_OPTIONS)}
+        per_call = checked_options(options, _RESERVED_OPTIONS)
+        defaults = self._options
+        if per_call.keys() & _OUTPUT_LIMITS:  # one limit for this call, under either name
+            defaults = {k: v for k, v in defaults.items() if k not in _OUTPUT_LIMITS}
+        body = {**defaults, **per_call}
         wire_messages = _to_openai_messages(messages)
         wire_tools = _to_openai_tools(tools)
         choice = body.pop("tool_choice", None)  # meaningless, and refused, without tools

@@ -47,7 +47,7 @@ async def test_new_logs_are_merged_and_the_watermark_moves(workspace: Path) -> N
     assert (workspace / STATE_PATH).read_text() == T0.isoformat()
     assert await consolidator.watermark() == T0
     system, user = model.requests[0]
-    assert "Stay within 4000 tokens (about 16000 characters)" in system.text
+    assert "Aim for 4000 tokens (about 16000 characters)" in system.text
     assert "### 2026-03-13.md\n## Memory Flush — x\n- Anna moved to Berlin." in user.text
 
     # nothing modified since the watermark: no model call
