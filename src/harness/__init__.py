@@ -15,6 +15,7 @@ from harness.errors import (
     PathOutsideWorkspace,
     RateLimitError,
     ScriptExhaustedError,
+    SessionBusy,
     StorageError,
     WorkspaceError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "RateLimitError",
     "RuntimeContext",
     "ScriptExhaustedError",
+    "SessionBusy",
     "StorageError",
     "SubagentFactory",
     "SubagentSpec",

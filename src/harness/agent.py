@@ -10,6 +10,7 @@ calls on the *same* session are serialized so they cannot overwrite each other's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
@@ -61,6 +62,7 @@ from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.observability import record
 from harness.session import CompactionLog, SessionStore
+from harness.session.lease import DEFAULT_SESSION_WAIT, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
@@ -146,6 +148,9 @@ class HarnessAgent:
             flushes and background tasks.
         otel: Also emit OpenTelemetry spans following the GenAI semantic conventions, to the
             global tracer provider (the ``otel`` extra).
+        session_wait: How long a call waits for its session while another call, in this
+            process or another worker, is using it; then it raises :class:`~harness.SessionBusy`.
+            One call at a time per session (:mod:`harness.session.lease`).
     """
 
     def __init__(
@@ -173,6 +178,7 @@ class HarnessAgent:
         mcp_config: str | Path | None = None,
         trace: bool = True,
         otel: bool = False,
+        session_wait: float = DEFAULT_SESSION_WAIT,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
         self.name = name
@@ -185,6 +191,8 @@ class HarnessAgent:
             else WorkspaceManager(workspace or default_workspace(), filesystem or _remote(store))
         )
         self.sessions = SessionStore(self.workspace, name)
+        self.leases = leases_for(self.workspace, store)
+        self.session_wait = session_wait
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
         toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
         user_tools, user_hooks = tuple(toolkit.tools), tuple(hooks)
@@ -317,7 +325,7 @@ class HarnessAgent:
             ctx: Who the call is for and which session it continues (``"default"`` if unset).
         """
         ctx = self._bind(ctx)
-        async with self._session_lock(ctx):
+        async with self._session_lock(ctx), self._lease(ctx):
             memory = await self._restore(ctx)
             try:
                 return await self.delegate.call(msgs, ctx=ctx, memory=memory)
@@ -332,7 +340,7 @@ class HarnessAgent:
     ) -> AsyncGenerator[StreamItem, None]:
         """Like :meth:`call`, yielding text deltas and tool activity, then the reply."""
         ctx = self._bind(ctx)
-        async with self._session_lock(ctx):
+        async with self._session_lock(ctx), self._lease(ctx):
             memory = await self._restore(ctx)
             async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory):
                 yield item
@@ -486,6 +494,11 @@ class HarnessAgent:
         if lock is None:
             lock = self._session_locks[key] = asyncio.Lock()
         return lock
+
+    def _lease(self, ctx: RuntimeContext) -> contextlib.AbstractAsyncContextManager[None]:
+        """The session's lease: other processes and workers wait while this call holds it."""
+        key = f"{self.name}/{ctx.user_id or '-'}/{ctx.session_id}"
+        return self.leases.hold(key, wait=self.session_wait)
 
     async def _restore(self, ctx: RuntimeContext) -> list[Msg]:
         if not self._checked:

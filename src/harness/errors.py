@@ -15,7 +15,8 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
     ├── WorkspaceError
     │   └── PathOutsideWorkspace    a path escapes the workspace root
-    └── StorageError                a file could not be read or written
+    ├── StorageError                a file could not be read or written
+    └── SessionBusy                 another call kept the session for longer than the wait
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "PathOutsideWorkspace",
     "RateLimitError",
     "ScriptExhaustedError",
+    "SessionBusy",
     "StorageError",
     "WorkspaceError",
 ]
@@ -72,3 +74,7 @@ class PathOutsideWorkspace(WorkspaceError, ValueError):
 
 class StorageError(HarnessError):
     """Reading or writing persisted state failed."""
+
+
+class SessionBusy(HarnessError):
+    """Another call (in this process or another worker) kept the session for too long."""

@@ -39,7 +39,8 @@ SWAPPER = """
 import os, sys, time
 os.chdir(sys.argv[1])
 outside = sys.argv[2]
-end = time.monotonic() + float(sys.argv[3]) if len(sys.argv) > 3 else float("inf")
+end = time.monotonic() + float(sys.argv[3])
+pause = float(sys.argv[4])
 swaps = strays = 0
 while time.monotonic() < end:
     os.rename("d", "d.real")
@@ -59,11 +60,14 @@ while time.monotonic() < end:
             except OSError:
                 pass
     swaps += 1
+    if pause:
+        time.sleep(pause)
 print("swapped", swaps, "times")
 """
 """Swaps ``d`` between the real directory and a link to the host directory, as fast as it can
-(for ``argv[3]`` seconds, or until killed). A ``d`` a writer creates while the real one is
-away is moved aside, so the real one always comes back."""
+(for ``argv[3]`` seconds, or until killed), leaving the real one in place for ``argv[4]``
+seconds each time (so that slow operations can also succeed). A ``d`` a writer creates while
+the real one is away is moved aside, so the real one always comes back."""
 
 Operation = Callable[[int], Awaitable[str]]
 
@@ -85,10 +89,10 @@ def untouched(host: Path) -> None:
         assert (host / name).read_text(encoding="utf-8") == OUTSIDE
 
 
-async def race(root: Path, outside: Path, operation: Operation) -> list[str]:
+async def race(root: Path, outside: Path, operation: Operation, *, pause: float = 0.0) -> list[str]:
     """``OPERATIONS`` concurrent operations, each answering a string, while the swapper runs."""
     swapper = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", SWAPPER, str(root), str(outside)
+        sys.executable, "-c", SWAPPER, str(root), str(outside), "inf", str(pause)
     )
     try:
         await asyncio.sleep(0.2)  # let it get going
@@ -192,7 +196,7 @@ async def test_listings_racing_a_link_swapper_never_show_a_host_directory(
                 case _:
                     return HOST_ONLY if await fs.exists(f"d/{HOST_ONLY}") else ""
 
-        answers = await race(root, outside, look)
+        answers = await race(root, outside, look, pause=0.001)
 
     leaks = [answer for answer in answers if HOST_ONLY in answer or "HOST FILE" in answer]
     assert leaks == [], f"{len(leaks)} of {OPERATIONS} listings showed the host directory"
@@ -235,7 +239,7 @@ async def test_the_models_own_execute_racing_its_file_tools_reaches_no_host_file
         assert isinstance(fs, SandboxFilesystem)
         root = workspace_with_d(tmp_path)
         script = SWAPPER.replace("'", "'\\''")
-        swap = f"python3 -c '{script}' . {outside} 4"
+        swap = f"python3 -c '{script}' . {outside} 4 0"
         calls = [{"name": "execute", "input": {"command": swap, "timeout": 30}}]
         for i in range(2_000):
             calls.append({"name": "read_file", "input": {"path": "d/secret.txt"}})

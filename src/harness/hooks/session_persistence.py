@@ -1,6 +1,10 @@
-"""Session persistence: the conversation is saved after every call, including failed ones.
+"""Session persistence: the conversation is saved as it grows, and after every call.
 
-On PostCall it saves the call's memory. On Error (a failed or interrupted call) it saves what
+Before every reasoning step (PreReasoning) it saves the call's memory as it stands: the user's
+input before the first step, then each completed step (the model's turn and all its tool
+results). So a process killed in the middle of a long call (SIGKILL, a crash, the machine
+going away) keeps everything completed before the kill; saves of a grown conversation only
+append. On PostCall it saves the reply. On Error (a failed or interrupted call) it saves what
 was accepted: the user's input and every completed turn. The agent has already dropped an
 assistant turn whose tool calls never got their results, and a half-streamed answer is never in
 memory in the first place.
@@ -19,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from harness.kernel import Error, Event, Hook, PostCall
+from harness.kernel import Error, Event, Hook, PostCall, PreReasoning
 from harness.session import SessionStore
 
 __all__ = ["SessionPersistenceHook"]
@@ -28,10 +32,10 @@ logger = logging.getLogger(__name__)
 
 
 class SessionPersistenceHook(Hook):
-    """Saves the session's messages at the end of every call."""
+    """Saves the session's messages before every step and at the end of every call."""
 
     priority = 900
-    events: ClassVar[tuple[type[Event], ...]] = (PostCall, Error)
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, PostCall, Error)
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store

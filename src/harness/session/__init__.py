@@ -1,6 +1,23 @@
 """Session persistence: each conversation saved per user, agent and session."""
 
 from harness.session.compactions import COMPACTIONS_SUFFIX, CompactionLog
+from harness.session.lease import (
+    FileLeases,
+    ProcessLeases,
+    SessionLeases,
+    StoreLeases,
+    leases_for,
+)
 from harness.session.store import MESSAGES_FILE, SessionStore
 
-__all__ = ["COMPACTIONS_SUFFIX", "MESSAGES_FILE", "CompactionLog", "SessionStore"]
+__all__ = [
+    "COMPACTIONS_SUFFIX",
+    "MESSAGES_FILE",
+    "CompactionLog",
+    "FileLeases",
+    "ProcessLeases",
+    "SessionLeases",
+    "SessionStore",
+    "StoreLeases",
+    "leases_for",
+]

@@ -6,7 +6,8 @@ In the workspace (on whatever filesystem backend it uses)::
 
 one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
 grew and otherwise replaces the file atomically, so a crash leaves the old file or the new one.
-Calls on one session are serialized by the agent, so a session has one writer at a time. A
+Calls on one session hold its lease (:mod:`harness.session.lease`), so a session has one
+writer at a time, across processes and workers. A
 line that cannot be parsed (a torn write, a hand edit) is skipped on load with a warning naming
 the file and line; the next save rewrites the file without it.
 

@@ -1,0 +1,226 @@
+"""One call at a time per session, across tasks, processes and workers.
+
+A call loads its session, runs, and saves what it ended with. Two calls on one session that
+overlap would each save their own version and one would drop the other's turns, so every call
+holds the session's lease from before the load until after the last save. A second caller
+waits for it (``wait`` seconds, polling with a growing pause) and then gets
+:class:`SessionBusy`, never a silent loss.
+
+- :class:`FileLeases` (a workspace on this machine's disk): an ``flock`` on a file per session
+  beside the workspace, in ``<parent>/.<workspace name>.leases/``, out of reach of the file
+  tools and the sandbox (a model that could delete the lock file could break the exclusion).
+  The kernel releases it when the holder dies, so a crashed process never blocks a session.
+- :class:`StoreLeases` (a workspace in a shared store such as Redis): a lease record with an
+  expiry, taken and renewed by compare-and-set. The holder renews it every ``ttl / 3``; a
+  holder that died is replaced once its lease expires (``ttl``, 30 s by default). A holder
+  that cannot renew in time (a store stalled for longer than ``ttl``) loses the lease: that is
+  logged, and the exclusion is then no longer guaranteed for its call.
+- :class:`ProcessLeases` (any other backend): an ``asyncio`` lock, this process only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+
+from harness.errors import SessionBusy, StorageError
+
+if TYPE_CHECKING:
+    from harness.stores.base import BaseStore
+    from harness.workspace import WorkspaceManager
+
+__all__ = [
+    "DEFAULT_SESSION_WAIT",
+    "FileLeases",
+    "ProcessLeases",
+    "SessionLeases",
+    "StoreLeases",
+    "leases_for",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SESSION_WAIT: Final = 300.0
+"""How long a call waits for a session another call is using, in seconds."""
+
+_T = TypeVar("_T")
+
+_FIRST_PAUSE: Final = 0.01
+_LONGEST_PAUSE: Final = 0.25
+
+
+class SessionLeases(Protocol):
+    """Grants one holder per session at a time."""
+
+    def hold(self, key: str, *, wait: float) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold the session ``key`` for the block; :class:`SessionBusy` after ``wait`` s."""
+        ...
+
+
+class FileLeases:
+    """Leases as ``flock`` on one file per session in ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
+        path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.lock"
+        fd = await _waiting(key, wait, lambda: asyncio.to_thread(_try_flock, path))
+        try:
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+class StoreLeases:
+    """Leases as records with an expiry in a shared store, taken by compare-and-set."""
+
+    def __init__(
+        self,
+        store: BaseStore,
+        *,
+        ttl: float = 30.0,
+        namespace: tuple[str, ...] = ("coordination", "sessions"),
+    ) -> None:
+        if ttl <= 0:
+            msg = f"a session lease needs a positive ttl, got {ttl}"
+            raise ValueError(msg)
+        self.store = store
+        self.ttl = ttl
+        self.namespace = namespace
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
+        holder = secrets.token_hex(8)
+        version = await _waiting(key, wait, lambda: self._try_take(key, holder))
+        renewing = asyncio.create_task(self._renew(key, holder, version))
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                version = await renewing
+            await self._give_back(key, version)
+
+    async def _try_take(self, key: str, holder: str) -> int | None:
+        item = await self.store.get(self.namespace, key)
+        if item is not None and item.value.get("holder") and item.value["expires"] > time.time():
+            return None
+        value = {"holder": holder, "expires": time.time() + self.ttl}
+        return await self.store.put_if_version(
+            self.namespace, key, value, item.version if item is not None else None
+        )
+
+    async def _renew(self, key: str, holder: str, version: int) -> int:
+        """Renew the lease every ``ttl / 3`` until cancelled; returns the version last held."""
+        try:
+            while True:
+                await asyncio.sleep(self.ttl / 3)
+                value = {"holder": holder, "expires": time.time() + self.ttl}
+                try:
+                    renewed = await self.store.put_if_version(self.namespace, key, value, version)
+                except StorageError as exc:  # a stall: try again, the lease has time left
+                    logger.warning("could not renew the lease of session %s: %s", key, exc)
+                    continue
+                if renewed is None:
+                    logger.error(
+                        "lost the lease of session %s (the store did not answer for %.0f s); "
+                        "another caller may be using the session",
+                        key,
+                        self.ttl,
+                    )
+                    return version
+                version = renewed
+        except asyncio.CancelledError:
+            return version
+
+    async def _give_back(self, key: str, version: int) -> None:
+        try:
+            await self.store.put_if_version(
+                self.namespace, key, {"holder": "", "expires": 0.0}, version
+            )
+        except StorageError as exc:  # it expires by itself
+            logger.warning("could not release the lease of session %s: %s", key, exc)
+
+
+class ProcessLeases:
+    """Leases as ``asyncio`` locks: one holder per session in this process only."""
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
+        async def take() -> bool | None:
+            if key in self._held:
+                return None
+            self._held.add(key)
+            return True
+
+        await _waiting(key, wait, take)
+        try:
+            yield
+        finally:
+            self._held.discard(key)
+
+
+def leases_for(workspace: WorkspaceManager, store: BaseStore | None) -> SessionLeases:
+    """The leases that exclude every caller who can reach this workspace's sessions."""
+    from harness.filesystem.remote import RemoteFilesystem
+
+    backend = workspace.backend
+    if store is None and isinstance(backend, RemoteFilesystem):
+        store = backend.store
+    if store is not None:
+        return StoreLeases(store)
+    if workspace.is_local:
+        root = workspace.root.resolve()
+        return FileLeases(root.parent / f".{root.name}.leases")
+    return ProcessLeases()
+
+
+async def _waiting(key: str, wait: float, attempt: Callable[[], Awaitable[_T | None]]) -> _T:
+    """Run ``attempt`` until it returns something, pausing longer each time, for ``wait`` s."""
+    deadline = time.monotonic() + wait
+    pause = _FIRST_PAUSE
+    while (got := await attempt()) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            msg = (
+                f"session {key} is in use by another call and stayed busy for {wait:g} s; "
+                "try again later, or use another session"
+            )
+            raise SessionBusy(msg)
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, _LONGEST_PAUSE)
+    return got
+
+
+def _try_flock(path: Path) -> int | None:
+    """An open descriptor of ``path`` holding its exclusive ``flock``; None when it is taken."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        msg = f"cannot create the session lock {path}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return None
+        msg = f"cannot lock the session lock {path}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+    return fd
