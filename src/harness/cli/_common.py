@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 import typer
 from rich.markup import escape
@@ -52,6 +53,31 @@ WorkspaceOpt = Annotated[
         show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
     ),
 ]
+
+
+async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro``, cancelling it on a stopping signal (which then raises :class:`_Stopped`)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        if not received:  # a second signal while the call saves must not cut the save
+            received.append(signum)
+            task.cancel()
+
+    for signum in STOPPING_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if received:
+            raise _Stopped(received[0]) from None
+        raise
+    finally:
+        for signum in STOPPING_SIGNALS:
+            loop.remove_signal_handler(signum)
 
 
 def checked_workspace(path: Path | None) -> WorkspaceManager:
@@ -209,10 +235,28 @@ VerboseOpt = Annotated[
 ]
 
 
+STOPPING_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a command the way Ctrl-C does: what ``timeout``, Docker, systemd and a
+closing terminal send."""
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; turn a Harness error into one line and an exit code."""
+    """Run a command's coroutine; turn a Harness error into one line and an exit code.
+
+    SIGTERM and SIGHUP stop it as SIGINT does: the running call is cancelled, so it saves
+    what it accepted and completed, and the process exits with 128 + the signal's number.
+    """
     try:
-        return asyncio.run(coro)
+        return asyncio.run(_stoppable(coro))
+    except _Stopped as stopped:
+        err.print(f"stopped by {stopped}; the session keeps every completed turn")
+        raise typer.Exit(128 + stopped.signum) from None
     except (ConfigError, WorkspaceError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

@@ -13,7 +13,9 @@ walk in one call, but Python has no binding for it; this works on every Linux.)
 
 Writes are atomic here as well: the new bytes go to a temporary file in the same directory,
 are flushed to disk, and replace the old file by rename, whose directory is then flushed too; a
-crash leaves the old file or the new one, never a mix.
+crash leaves the old file or the new one, never a mix. A process killed in the middle leaves its
+temporary file behind; :func:`remove_stray_temporaries` deletes those that no writer holds the
+lock of (writers take the file's sidecar lock around the temporary file's life).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -34,12 +37,15 @@ __all__ = [
     "locked",
     "lstat",
     "read_beneath",
+    "remove_stray_temporaries",
     "replace",
     "stat_beneath",
 ]
 
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _HELD = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]{8}\.tmp")
+"""A temporary file of a replace (``.<name>.<8 chars>.tmp``, as ``tempfile`` names them too)."""
 _NEW_FILE_MODE = 0o600
 """Files are created private to their owner; a replaced file keeps the mode it had."""
 
@@ -208,3 +214,39 @@ def _step(directory: int, name: str, flags: int, path: Path) -> int:
 def _is_link(directory: int, name: str) -> bool:
     found = lstat(directory, name)
     return found is not None and stat.S_ISLNK(found.st_mode)
+
+
+def remove_stray_temporaries(root: Path) -> list[str]:
+    """Delete the temporary files that killed writers left under ``root``; their paths.
+
+    A temporary file whose file's sidecar lock can be taken has no writer (a writer holds the
+    lock from before it creates the file until after the rename), so it is a stray. The walk
+    follows no link.
+    """
+    removed = []
+    for directory, _, names, held in os.fwalk(root):
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match is None or not _unlocked(held, match.group(1)):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=held)
+                removed.append(os.path.join(directory, name))
+    return removed
+
+
+def _unlocked(directory: int, name: str) -> bool:
+    """Whether nobody holds the sidecar lock of ``name`` (taken and let go at once)."""
+    try:
+        fd = os.open(f".{name}.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True

@@ -7,9 +7,17 @@ In the workspace (on whatever filesystem backend it uses)::
 one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
 grew and otherwise replaces the file atomically, so a crash leaves the old file or the new one.
 Calls on one session hold its lease (:mod:`harness.session.lease`), so a session has one
-writer at a time, across processes and workers. A
-line that cannot be parsed (a torn write, a hand edit) is skipped on load with a warning naming
-the file and line; the next save rewrites the file without it.
+writer at a time, across processes and workers.
+
+A damaged file is repaired on load, never silently shortened:
+
+- a line that cannot be parsed (a torn write, a hand edit) is first copied to
+  ``quarantine.jsonl`` beside the session (with its line number and the time), with a warning
+  naming both files; only then may the next save rewrite the file without it;
+- a file whose last line lost its final newline is rewritten whole at the next save (an append
+  would otherwise glue the next message onto that line);
+- a tool call whose result is missing (its line was lost) gets an explicit error result saying
+  so, so the conversation stays valid for the provider.
 
 Messages are treated as values: a hook that changes a message replaces it with a new object
 (``model_copy``) rather than editing it in place. That lets the store remember, per file, the
@@ -22,23 +30,35 @@ worker, falls back to parsing or to a full rewrite.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 from pydantic import ValidationError
 
 from harness.context import RuntimeContext
-from harness.kernel import Msg
+from harness.kernel import Msg, ToolResultBlock
 from harness.workspace import WorkspaceManager, session_dir
 
-__all__ = ["MESSAGES_FILE", "SessionStore"]
+__all__ = ["LOST_RESULT", "MESSAGES_FILE", "QUARANTINE_FILE", "SessionStore"]
 
 logger = logging.getLogger(__name__)
 
 MESSAGES_FILE: Final = "messages.jsonl"
 """The file, in a session's directory, holding its messages."""
+
+QUARANTINE_FILE: Final = "quarantine.jsonl"
+"""Where, beside the messages, the lines that could not be read are kept."""
+
+LOST_RESULT: Final = (
+    "Error: the result of this tool call was lost (a line of the saved session could not be "
+    "read); run the tool again if the result is still needed."
+)
+"""The result given to a tool call whose own result is missing from the saved session."""
 
 _TAIL: Final = 64
 _PARSE_IN_THREAD: Final = 64 * 1024
@@ -81,14 +101,17 @@ class SessionStore:
         if known is not None and known.matches(data):
             return list(known.messages)
         if len(data) > _PARSE_IN_THREAD:
-            messages, clean = await asyncio.to_thread(_parse, data, path)
+            messages, bad = await asyncio.to_thread(_parse, data)
         else:
-            messages, clean = _parse(data, path)
-        if clean:
+            messages, bad = _parse(data)
+        if bad:
+            await self._quarantine(path, bad)
+        repaired = _answer_lost_calls(messages)
+        if not bad and repaired is messages and (not data or data.endswith(b"\n")):
             self._known[path] = _Known(len(data), data[-_TAIL:], tuple(messages))
-        else:  # the next save must rewrite the file without the bad lines
+        else:  # the next save rewrites the file whole, from what was kept and repaired
             self._known.pop(path, None)
-        return messages
+        return repaired
 
     async def save(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
         """Persist the session's messages (append when they only grew, else atomic rewrite)."""
@@ -107,21 +130,98 @@ class SessionStore:
             await self.workspace.put_bytes(path, data)
         self._known[path] = _Known(len(data), data[-_TAIL:], snapshot)
 
+    async def _quarantine(self, path: str, bad: list[_BadLine]) -> None:
+        """Copy unreadable lines beside the session before any save can drop them.
 
-def _parse(data: bytes, path: str) -> tuple[list[Msg], bool]:
-    """The file's messages, and whether every line parsed."""
+        Raises:
+            StorageError: The copy could not be written (then nothing is rewritten either).
+        """
+        target = path.rsplit("/", 1)[0] + "/" + QUARANTINE_FILE
+        kept = await self.workspace.get_bytes(target)
+        seen = {
+            record.get("sha256")
+            for record in _records(kept[0] if kept is not None else b"")
+            if isinstance(record, dict)
+        }
+        fresh = [line for line in bad if line.digest not in seen]
+        for line in bad:
+            logger.warning(
+                "%s:%d: a line that cannot be read (%s) is kept in %s and left out of the session",
+                path,
+                line.number,
+                line.problem,
+                target,
+            )
+        if fresh:
+            now = datetime.now(UTC).isoformat()
+            records = "".join(
+                json.dumps(
+                    {"file": path, "line": line.number, "at": now, "problem": line.problem,
+                     "sha256": line.digest, "text": line.text},
+                    ensure_ascii=False,
+                )
+                + "\n"
+                for line in fresh
+            )  # fmt: skip
+            await self.workspace.append_bytes(target, records.encode("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class _BadLine:
+    number: int
+    text: str
+    problem: str
+    digest: str
+
+
+def _parse(data: bytes) -> tuple[list[Msg], list[_BadLine]]:
+    """The file's messages, and the lines that did not parse."""
     messages: list[Msg] = []
-    clean = True
+    bad: list[_BadLine] = []
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             messages.append(Msg.model_validate_json(line))
         except ValidationError as exc:
-            clean = False
-            problem = exc.errors()[0]["msg"]
-            logger.warning("%s:%d: skipped a corrupt session line (%s)", path, number, problem)
-    return messages, clean
+            text = line.decode("utf-8", errors="replace")
+            digest = hashlib.sha256(line).hexdigest()
+            bad.append(_BadLine(number, text, exc.errors()[0]["msg"], digest))
+    return messages, bad
+
+
+def _records(data: bytes) -> list[object]:
+    found = []
+    for line in data.splitlines():
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            continue
+    return found
+
+
+def _answer_lost_calls(messages: list[Msg]) -> list[Msg]:
+    """``messages`` with an error result after every tool call whose result is missing."""
+    repaired: list[Msg] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        repaired.append(message)
+        index += 1
+        if message.role != "assistant" or not message.tool_uses:
+            continue
+        answered: set[str] = set()
+        while index < len(messages) and messages[index].role == "tool":
+            answered.update(result.id for result in messages[index].tool_results)
+            repaired.append(messages[index])
+            index += 1
+        for call in message.tool_uses:
+            if call.id not in answered:
+                lost = ToolResultBlock(
+                    id=call.id, name=call.name, output=LOST_RESULT, is_error=True
+                )
+                repaired.append(Msg.tool_result(lost))
+    return repaired if len(repaired) != len(messages) else messages
 
 
 def _starts_with(messages: tuple[Msg, ...], prefix: tuple[Msg, ...]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import weakref
@@ -27,7 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from harness.errors import StorageError, WorkspaceError
-from harness.filesystem._beneath import append, directory_beneath, locked, replace
+from harness.filesystem._beneath import (
+    append,
+    directory_beneath,
+    locked,
+    remove_stray_temporaries,
+    replace,
+)
 from harness.workspace.layout import shared_with_users, user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
@@ -44,6 +51,8 @@ __all__ = [
     "locked_append",
     "scoped",
 ]
+
+logger = logging.getLogger(__name__)
 
 MAX_UPDATE_ATTEMPTS: Final = 50
 """Compare-and-set rounds an update tries before it gives up (each lost round means another
@@ -113,6 +122,9 @@ class WorkspaceManager:
                 f"workspace {self.root} is not readable and writable by this user; fix permissions"
             )
             raise WorkspaceError(msg)
+        if self.is_local:  # what writers killed in the middle of a write left behind
+            for path in remove_stray_temporaries(self.root.resolve()):
+                logger.info("removed %s, left by a write that did not finish", path)
 
     @staticmethod
     def candidates(path: str, user_id: str | None, also_shared: Sequence[str] = ()) -> list[str]:

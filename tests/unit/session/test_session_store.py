@@ -71,7 +71,7 @@ async def test_shrinking_rewrites(workspace: Path) -> None:
     assert await s.load(CTX) == history[:1]
 
 
-async def test_corrupt_line_is_skipped_with_file_and_line(
+async def test_a_corrupt_line_is_quarantined_with_file_and_line(
     workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = store(workspace)
@@ -84,10 +84,15 @@ async def test_corrupt_line_is_skipped_with_file_and_line(
     with caplog.at_level(logging.WARNING):
         loaded = await s.load(CTX)
     assert loaded == [history[0], history[2]]
-    assert f"{s.path(CTX)}:2: skipped a corrupt session line" in caplog.text
+    assert f"{s.path(CTX)}:2: a line that cannot be read" in caplog.text
+    assert "is kept in agents/bot/context/s1/quarantine.jsonl" in caplog.text
+    (kept,) = (path.parent / "quarantine.jsonl").read_text().splitlines()
+    assert json.loads(kept)["text"] == lines[1]
+    assert json.loads(kept)["line"] == 2
     await s.save(CTX, loaded)
     assert await s.load(CTX) == loaded
     assert len(path.read_text().splitlines()) == 2
+    assert len((path.parent / "quarantine.jsonl").read_text().splitlines()) == 1
 
 
 async def test_torn_last_line_is_replaced_on_next_save(workspace: Path) -> None:

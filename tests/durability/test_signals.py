@@ -1,0 +1,177 @@
+"""Loss 4: SIGTERM lost the turn in flight; SIGKILL lost it too and left a temporary file.
+
+`harness run` runs one long turn (15 steps of 50 ``memory_save`` calls each into MEMORY.md)
+and is stopped at a random moment by SIGTERM, SIGHUP or SIGKILL, 24 times. After each stop:
+
+- SIGTERM and SIGHUP exit with 128 + the signal, like SIGINT does;
+- the saved session holds the user's message once and every step completed before the stop:
+  the model log shows which steps were complete (a request is only made after the session
+  was saved with every step before it);
+- MEMORY.md holds every fact the saved steps report, and at most one step's more;
+- after the next start no temporary file is left in the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import RuntimeContext
+from harness.session import SessionStore
+from harness.workspace import WorkspaceManager
+
+HARNESS = Path(sys.executable).parent / "harness"
+CALLS_PER_STEP = 50
+KILLS = 24
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
+NO_COMPACTION = ("--context-window", "10000000")
+
+
+@dataclass(frozen=True)
+class Stopped:
+    signum: int
+    returncode: int
+    stderr: str
+    requests: int
+    workspace: Path
+
+
+def script(path: Path) -> Path:
+    save = {"name": "memory_save", "input": {"fact": "step fact", "target": "MEMORY.md#Facts"}}
+    turns = [
+        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+        {"match": "^after$", "text": "fine", "repeat": True},
+        {"match": "^go$|Saved to", "tool_calls": [save] * CALLS_PER_STEP, "repeat": True},
+        {"text": "ok", "repeat": True},
+    ]
+    path.write_text(json.dumps({"log": "requests.jsonl", "turns": turns}), encoding="utf-8")
+    return path
+
+
+def env(home: Path) -> dict[str, str]:
+    removed = ("HARNESS_WORKSPACE", "HARNESS_MODEL", "HARNESS_STORE")
+    return {**{k: v for k, v in os.environ.items() if k not in removed}, "HOME": str(home)}
+
+
+def stop_a_long_turn(root: Path, signum: int, delay: float) -> Stopped:
+    root.mkdir(parents=True)
+    workspace = root / "ws"
+    model = f"scripted:{script(root / 'script.json')}"
+    log = root / "requests.jsonl"
+    process = subprocess.Popen(
+        [str(HARNESS), "run", "-w", str(workspace), "--model", model, *NO_COMPACTION, "go"],
+        env=env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the turn has started: its first request is logged
+    time.sleep(delay)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    requests = len(log.read_text(encoding="utf-8").splitlines())
+    return Stopped(signum, process.returncode, stderr, requests, workspace)
+
+
+def start_again(stopped: Stopped) -> subprocess.CompletedProcess[str]:
+    model = f"scripted:{stopped.workspace.parent / 'script.json'}"
+    return subprocess.run(
+        [str(HARNESS), "run", "-w", str(stopped.workspace), "--model", model, *NO_COMPACTION,
+         "after"],
+        env=env(stopped.workspace.parent),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
+async def check(stopped: Stopped) -> tuple[int, int]:
+    """The invariants after one stop; returns (steps saved, facts in MEMORY.md)."""
+    name = signal.Signals(stopped.signum).name
+    if stopped.returncode == 0:  # the turn ended before the signal came
+        return -1, -1
+    if stopped.signum == signal.SIGKILL:
+        assert stopped.returncode == -signal.SIGKILL
+    else:
+        assert stopped.returncode == 128 + stopped.signum, stopped.stderr
+        assert f"stopped by {name}" in stopped.stderr
+    manager = WorkspaceManager(stopped.workspace)
+    messages = await SessionStore(manager, "harness").load(RuntimeContext(session_id="default"))
+    assert [m.text for m in messages if m.role == "user"] == ["go"], name
+    results = sum(len(m.tool_results) for m in messages)
+    assert results % CALLS_PER_STEP == 0, name  # whole steps only
+    steps = results // CALLS_PER_STEP
+    # Request k is made after the save of steps 0..k-1; the last logged one may be the flush's.
+    agent_requests = stopped.requests
+    assert steps >= agent_requests - 2, f"{name}: {agent_requests} requests, {steps} steps saved"
+    memory = (stopped.workspace / "MEMORY.md").read_text(encoding="utf-8")
+    facts = memory.count("- step fact")
+    assert results <= facts <= results + CALLS_PER_STEP, f"{name}: {facts} facts, {results}"
+    assert not (stopped.workspace / "agents/harness/context/default/quarantine.jsonl").exists()
+    return steps, facts
+
+
+async def test_stopped_at_random_moments_a_long_turn_loses_no_completed_step(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(20261201)
+    plan = [(SIGNALS[i % 3], rng.uniform(0.0, 4.0)) for i in range(KILLS)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        stops = list(
+            pool.map(
+                lambda item: stop_a_long_turn(tmp_path / f"run{item[0]}", *item[1]),
+                enumerate(plan),
+            )
+        )
+        checked = [await check(stopped) for stopped in stops]
+        landed = sum(steps >= 0 for steps, _ in checked)
+        again = list(pool.map(start_again, stops))
+
+    for stopped, restarted in zip(stops, again, strict=True):
+        assert restarted.returncode == 0, restarted.stderr
+        assert restarted.stdout.strip() == "fine"
+        strays = list(stopped.workspace.rglob("*.tmp"))
+        assert strays == [], f"{signal.Signals(stopped.signum).name}: {strays}"
+        manager = WorkspaceManager(stopped.workspace)
+        after = await SessionStore(manager, "harness").load(RuntimeContext(session_id="default"))
+        assert [m.text for m in after if m.role == "user"] == ["go", "after"]
+    by_signal = {
+        signal.Signals(signum).name: sum(s.signum == signum and s.returncode != 0 for s in stops)
+        for signum in SIGNALS
+    }
+    print(
+        f"{landed} of {KILLS} stops came during the turn ({by_signal}); steps saved per stop: "
+        f"{[steps for steps, _ in checked]}; every completed step kept, no stray file"
+    )
+    assert landed >= 20, f"only {landed} of {KILLS} signals came during the turn"
+
+
+def test_the_next_start_removes_the_temporary_files_of_killed_writers_only(tmp_path: Path) -> None:
+    from harness.filesystem._beneath import directory_beneath, locked
+
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    stray = workspace / "memory" / ".MEMORY.md.0a1b2c3d.tmp"  # its writer was killed
+    stray.write_text("half")
+    live = workspace / ".MEMORY.md.9f8e7d6c.tmp"  # its writer is still writing
+    live.write_text("half")
+    other = workspace / "notes.tmp"  # not a temporary file of ours
+    other.write_text("mine")
+
+    with directory_beneath(workspace, workspace) as held, locked(held, "MEMORY.md"):
+        WorkspaceManager(workspace).check()
+
+    assert not stray.exists()
+    assert live.exists()
+    assert other.exists()
