@@ -18,16 +18,25 @@ compare-and-set across processes and machines, and the index never disagrees wit
 search is a script too, so the keys it lists and the values it returns are one snapshot. Both
 keys of a namespace share the hash tag ``{...}``, so a Redis Cluster would keep them on one node.
 
-Failed connections are not retried (a write retried after a lost reply could apply twice and a
-compare-and-set would then report a conflict it caused itself): they raise
-:class:`~harness.errors.StorageError` naming the URL, and the caller decides.
+A write whose reply is lost (a timeout while Redis stalls, a dropped connection) may or may
+not have been applied, and a tool must not tell the model a failure that did not happen. So
+every write carries an id of its own: the script records ``P:{a/b}:w:<id>`` (the version it
+wrote, kept ``WRITE_ID_TTL`` seconds) next to the write, and a write whose id is recorded
+already returns that version instead of writing again. After a lost reply the same write is
+sent again, up to ``write_attempts`` times with a growing pause: it either finds that it
+landed (and answers as if the first reply had come) or lands now, never twice, so a
+compare-and-set never reports a conflict it caused itself. Reads are retried the same way.
+When Redis stays out of reach, :class:`~harness.errors.StorageError` names the URL and says
+that the write's outcome is unknown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Awaitable, Mapping
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -47,13 +56,24 @@ __all__ = ["DEFAULT_REDIS_URL", "RedisStore"]
 DEFAULT_REDIS_URL: Final = "redis://127.0.0.1:6379/0"
 """A Redis on this machine, database 0: where ``RedisStore()`` connects by default."""
 
+WRITE_ID_TTL: Final = 600
+"""Seconds a write's id is remembered, so that sending it again after a lost reply is safe."""
+
+_FIRST_PAUSE: Final = 0.1
+
 _T = TypeVar("_T")
 
-# KEYS: items hash, keys zset, version counter.  ARGV: key, value JSON, expected version ("" =
-# any, "0" = absent). Returns the new version, or -1 when the expected version did not match
-# (nothing written). Versions come from the namespace's counter, so an item deleted and created
-# again never gets a version it had before (a stale compare-and-set cannot succeed).
+# KEYS: items hash, keys zset, version counter, this write's id key.  ARGV: key, value JSON,
+# expected version ("" = any, "0" = absent), seconds to remember the write id. Returns the new
+# version, or -1 when the expected version did not match (nothing written). Versions come from
+# the namespace's counter, so an item deleted and created again never gets a version it had
+# before (a stale compare-and-set cannot succeed). A write sent again after a lost reply finds
+# its id and returns the version it wrote the first time.
 _PUT: Final = """
+local done = redis.call('GET', KEYS[4])
+if done then
+  return tonumber(done)
+end
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 local version = 0
 if current then
@@ -67,6 +87,7 @@ redis.call('HSET', KEYS[1], ARGV[1], version .. '|' .. ARGV[2])
 if not current then
   redis.call('ZADD', KEYS[2], 0, ARGV[1])
 end
+redis.call('SET', KEYS[4], version, 'EX', ARGV[4])
 return version
 """
 
@@ -143,6 +164,8 @@ class RedisStore(BaseStore):
             can share one database without seeing each other's data. No ``{``, ``}`` or ``:``.
         connect_timeout: Seconds to wait for a connection before giving up.
         timeout: Seconds to wait for any reply before giving up.
+        attempts: How many times an operation whose reply was lost is sent (a write is sent
+            again with its id, so it applies once); the pauses between grow from 0.1 s.
 
     Raises:
         ConfigError: The URL is not a Redis URL, or the prefix is unusable.
@@ -155,13 +178,18 @@ class RedisStore(BaseStore):
         prefix: str = "harness",
         connect_timeout: float = 5.0,
         timeout: float = 30.0,
+        attempts: int = 4,
     ) -> None:
         if not prefix or any(ch in prefix for ch in "{}:"):
             msg = f"RedisStore prefix must be non-empty, without '{{', '}}' or ':', got {prefix!r}"
             raise ConfigError(msg)
         _check_url(url)
+        if attempts < 1:
+            msg = f"RedisStore attempts must be at least 1, got {attempts}"
+            raise ConfigError(msg)
         self.url = url
         self.prefix = prefix
+        self.attempts = attempts
         try:
             self._redis = aioredis.Redis.from_url(
                 url,
@@ -181,30 +209,27 @@ class RedisStore(BaseStore):
 
     async def get(self, namespace: Namespace, key: str) -> Item | None:
         check_address(namespace, key)
-        field = await self._run(self._redis.hget(self._items_key(namespace), key))
+        items = self._items_key(namespace)
+        field = await self._run(lambda: self._redis.hget(items, key))
         return None if field is None else _parse(namespace, key, field)
 
     async def put(self, namespace: Namespace, key: str, value: Mapping[str, Any]) -> int:
         check_address(namespace, key)
-        text = encode_value(namespace, key, value)
-        keys = [self._items_key(namespace), self._keys_key(namespace), self._seq_key(namespace)]
-        return int(await self._run(self._put(keys=keys, args=[key, text, ""])))
+        return await self._write(namespace, key, encode_value(namespace, key, value), "")
 
     async def put_if_version(
         self, namespace: Namespace, key: str, value: Mapping[str, Any], version: int | None
     ) -> int | None:
         check_address(namespace, key)
         check_version(version)
-        text = encode_value(namespace, key, value)
-        keys = [self._items_key(namespace), self._keys_key(namespace), self._seq_key(namespace)]
         expected = "0" if version is None else str(version)
-        new = int(await self._run(self._put(keys=keys, args=[key, text, expected])))
+        new = await self._write(namespace, key, encode_value(namespace, key, value), expected)
         return None if new < 0 else new
 
     async def delete(self, namespace: Namespace, key: str) -> None:
         check_address(namespace, key)
         keys = [self._items_key(namespace), self._keys_key(namespace)]
-        await self._run(self._delete(keys=keys, args=[key]))
+        await self._run(lambda: self._delete(keys=keys, args=[key]))  # twice deletes once
 
     async def search(
         self, namespace: Namespace, prefix: str = "", *, limit: int | None = None, offset: int = 0
@@ -221,7 +246,9 @@ class RedisStore(BaseStore):
             low, high = b"-", b"+"
         keys = [self._items_key(namespace), self._keys_key(namespace)]
         count = -1 if limit is None else limit
-        found, fields = await self._run(self._search(keys=keys, args=[low, high, offset, count]))
+        found, fields = await self._run(
+            lambda: self._search(keys=keys, args=[low, high, offset, count])
+        )
         return [
             _parse(namespace, name.decode(), field)
             for name, field in zip(found, fields, strict=True)
@@ -245,16 +272,35 @@ class RedisStore(BaseStore):
     def _seq_key(self, namespace: Namespace) -> str:
         return f"{self._namespace_tag(namespace)}:seq"
 
-    async def _run(self, call: Awaitable[_T]) -> _T:
-        """Await one Redis call, turning Redis's errors into :class:`StorageError`."""
-        try:
-            return await call
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            msg = (
-                f"cannot reach Redis at {_redact(self.url)} ({exc}); is redis-server running? "
-                "start it or pass --store"
-            )
-            raise StorageError(msg) from exc
-        except RedisError as exc:
-            msg = f"Redis at {_redact(self.url)} refused the request: {exc}"
-            raise StorageError(msg) from exc
+    async def _write(self, namespace: Namespace, key: str, text: str, expected: str) -> int:
+        """Run the put script once, however many times its reply is lost (see the module doc)."""
+        keys = [
+            self._items_key(namespace),
+            self._keys_key(namespace),
+            self._seq_key(namespace),
+            f"{self._namespace_tag(namespace)}:w:{secrets.token_hex(12)}",
+        ]
+        args: list[str | int] = [key, text, expected, WRITE_ID_TTL]
+        return int(await self._run(lambda: self._put(keys=keys, args=args), write=True))
+
+    async def _run(self, call: Callable[[], Awaitable[_T]], *, write: bool = False) -> _T:
+        """Await a Redis call, sent again after a lost reply; Redis's errors as StorageError."""
+        pause = _FIRST_PAUSE
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await call()
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if attempt < self.attempts:
+                    await asyncio.sleep(pause)
+                    pause *= 2
+                    continue
+                outcome = " (whether the write was applied is unknown)" if write else ""
+                msg = (
+                    f"cannot reach Redis at {_redact(self.url)} ({exc}) after {attempt} "
+                    f"attempts{outcome}; is redis-server running? start it or pass --store"
+                )
+                raise StorageError(msg) from exc
+            except RedisError as exc:
+                msg = f"Redis at {_redact(self.url)} refused the request: {exc}"
+                raise StorageError(msg) from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
