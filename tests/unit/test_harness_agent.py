@@ -305,7 +305,7 @@ async def test_save_failure_after_success_is_logged_not_raised(
         memory=None, model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace
     )
 
-    async def broken(*args: object) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(agent.sessions, "save", broken)
@@ -320,7 +320,7 @@ async def test_save_failure_after_error_is_noted_on_the_error(
 ) -> None:
     agent = HarnessAgent(memory=None, model=ScriptedChatModel([]), workspace=workspace)
 
-    async def broken(*args: object) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(agent.sessions, "save", broken)

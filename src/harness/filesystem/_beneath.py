@@ -66,9 +66,14 @@ def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> I
         FileNotFoundError: A directory is missing (and ``create`` is off).
         NotADirectoryError: A component is a file.
     """
-    if create:
+    flags = _HELD if directory == root else _WALK
+    try:
+        fd = os.open(root, flags)
+    except FileNotFoundError:
+        if not create:
+            raise
         os.makedirs(root, exist_ok=True)  # the root is the operator's; only below it is walked
-    fd = os.open(root, _HELD if directory == root else _WALK)
+        fd = os.open(root, flags)
     try:
         parts = directory.relative_to(root).parts
         for index, part in enumerate(parts):

@@ -205,6 +205,14 @@ class LocalFilesystem(AbstractFilesystem):
         self.root = Path(root).expanduser().absolute()
         self.scope = IsolationScope(scope)
         self.max_file_bytes = max_file_bytes
+        self._real_root: Path | None = None
+
+    def _resolve_root(self) -> Path:
+        """The root with its links resolved, once it exists (it is the operator's choice)."""
+        real = self.root.resolve()
+        if real.is_dir():
+            self._real_root = real
+        return real
 
     def __repr__(self) -> str:
         return f"LocalFilesystem({str(self.root)!r}, scope={self.scope.value!r})"
@@ -225,7 +233,7 @@ class LocalFilesystem(AbstractFilesystem):
         rel = normalize(path)
         _check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
-        root = self.root.resolve()
+        root = self._real_root or self._resolve_root()
         namespace = root / prefix if prefix else root
         lexical = namespace / rel if rel else namespace
         if len(os.fsencode(lexical)) >= MAX_PATH_BYTES:
@@ -237,7 +245,7 @@ class LocalFilesystem(AbstractFilesystem):
         try:
             parent = lexical.parent.resolve() if rel else namespace.parent
             leaf = parent / lexical.name if rel else namespace
-            real = leaf.resolve()
+            real = leaf.resolve() if leaf.is_symlink() else leaf  # parent is resolved already
         except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
             msg = f"path {_show(path)} runs into a loop of symbolic links"
             raise _BadName(msg) from exc
@@ -730,8 +738,9 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _append(self, path: str, data: bytes, ctx: RuntimeContext | None) -> None:
         target = self._resolve(path, ctx)
-        _storage_check_file(target, path)
-        name = target.path.name
+        if not target.rel:
+            _storage_check_file(target, path)
+        name = target.path.name  # a directory there fails the append itself (EISDIR)
         with _locked(target, path) as directory:  # also excludes a put replacing the file
             append(directory, name, data)
 

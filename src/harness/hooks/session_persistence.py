@@ -44,7 +44,8 @@ class SessionPersistenceHook(Hook):
         if event.ctx.session_id is None:
             return
         try:
-            await self.store.save(event.ctx, event.memory)
+            # The agent holds the session's lease for the whole call: nobody else writes it.
+            await self.store.save(event.ctx, event.memory, exclusive=True)
         except Exception as exc:
             logger.error(
                 "could not save session %r of agent %r: %s", event.ctx.session_id, event.agent, exc

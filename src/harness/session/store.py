@@ -113,13 +113,27 @@ class SessionStore:
             self._known.pop(path, None)
         return repaired
 
-    async def save(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
-        """Persist the session's messages (append when they only grew, else atomic rewrite)."""
+    async def save(
+        self, ctx: RuntimeContext, messages: Sequence[Msg], *, exclusive: bool = False
+    ) -> None:
+        """Persist the session's messages (append when they only grew, else atomic rewrite).
+
+        ``exclusive``: the caller holds the session's lease (:mod:`harness.session.lease`)
+        since it loaded or saved it here, so nobody else wrote it meanwhile and a save that
+        only grew the messages appends without reading the file first. The agent saves this
+        way before every step.
+        """
         path = self.path(ctx)
         snapshot = tuple(messages)
+        known = self._known.get(path)
+        if exclusive and known is not None and _starts_with(snapshot, known.messages):
+            new = _serialize(snapshot[len(known.messages) :])
+            if new:
+                await self.workspace.append_bytes(path, new)
+            self._known[path] = _Known(known.size + len(new), (known.tail + new)[-_TAIL:], snapshot)
+            return
         found = await self.workspace.get_bytes(path)
         data = found[0] if found is not None else b""
-        known = self._known.get(path)
         if known is not None and known.matches(data) and _starts_with(snapshot, known.messages):
             new = _serialize(snapshot[len(known.messages) :])
             if new:

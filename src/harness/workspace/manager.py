@@ -11,7 +11,10 @@ file; writes go to the user's namespace. Every path passes the path policy of
 :mod:`harness.workspace.paths`. Rewrites of shared state are compare-and-set on the backend's
 versions (:meth:`WorkspaceManager.replace_text`, :meth:`WorkspaceManager.update_text`), and
 appends are whole records, so two workers never lose each other's writes. ``generation`` counts
-the writes made through the manager, so a cache built on its reads knows when to look again.
+the writes made through the manager, so a cache built on its reads knows when to look again;
+writes under ``agents/`` (sessions, transcripts, traces, task records: the harness's own
+bookkeeping, which no such cache reads) do not count, so saving a session at every step does
+not make the workspace context read its files again.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from harness.filesystem._beneath import (
     remove_stray_temporaries,
     replace,
 )
-from harness.workspace.layout import shared_with_users, user_prefix
+from harness.workspace.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
 from harness.workspace.paths import normalize, resolve_inside
 
 if TYPE_CHECKING:
@@ -207,7 +210,7 @@ class WorkspaceManager:
         try:
             return await self.backend.put(scoped(path, user_id), data, if_version=if_version)
         finally:
-            self.generation += 1
+            self._wrote(path)
 
     async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Write a file atomically in the user's namespace; returns the workspace path written."""
@@ -215,7 +218,7 @@ class WorkspaceManager:
         try:
             await self.backend.put(target, text.encode("utf-8"))
         finally:
-            self.generation += 1
+            self._wrote(path)
         return target
 
     async def append_text(self, path: str, text: str, user_id: str | None = None) -> str:
@@ -231,7 +234,7 @@ class WorkspaceManager:
         try:
             await self.backend.append(target, data)
         finally:
-            self.generation += 1
+            self._wrote(path)
         return target
 
     async def replace_text(
@@ -325,6 +328,14 @@ class WorkspaceManager:
         self.generation += 1
         if result.error is not None:
             raise StorageError(f"cannot delete {path}: {result.error.message}")
+
+    def _wrote(self, path: str) -> None:
+        """Count a write, unless it is the harness's bookkeeping under ``agents/``."""
+        parts = normalize(path).split("/")
+        if parts[0] == USERS_DIR:
+            parts = parts[2:]  # the same bookkeeping, in a user's namespace
+        if not parts or parts[0] != AGENTS_DIR:
+            self.generation += 1
 
     async def _text(self, path: str) -> str | None:
         found = await self.backend.get(path)
