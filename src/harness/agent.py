@@ -55,6 +55,7 @@ from harness.kernel import (
 )
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
+from harness.memory.consolidation import ConsolidationResult
 from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.gate import PROCESS_GATE, StoreGate
 from harness.memory.maintenance import MemoryMaintenance
@@ -62,7 +63,7 @@ from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.observability import record
 from harness.session import CompactionLog, SessionStore
-from harness.session.lease import DEFAULT_SESSION_WAIT, leases_for
+from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
@@ -151,6 +152,9 @@ class HarnessAgent:
         session_wait: How long a call waits for its session while another call, in this
             process or another worker, is using it; then it raises :class:`~harness.SessionBusy`.
             One call at a time per session (:mod:`harness.session.lease`).
+        session_leases: How calls on one session exclude each other; by default an ``flock``
+            beside a local workspace, a lease record in ``store`` (30 s expiry) for a shared
+            one (``StoreLeases(store, ttl=...)`` to choose the expiry).
     """
 
     def __init__(
@@ -179,6 +183,7 @@ class HarnessAgent:
         trace: bool = True,
         otel: bool = False,
         session_wait: float = DEFAULT_SESSION_WAIT,
+        session_leases: SessionLeases | None = None,
     ) -> None:
         safe_segment(name)  # rejects an empty name early
         self.name = name
@@ -191,7 +196,7 @@ class HarnessAgent:
             else WorkspaceManager(workspace or default_workspace(), filesystem or _remote(store))
         )
         self.sessions = SessionStore(self.workspace, name)
-        self.leases = leases_for(self.workspace, store)
+        self.leases = session_leases or leases_for(self.workspace, store)
         self.session_wait = session_wait
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
         toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
@@ -231,7 +236,12 @@ class HarnessAgent:
                 )
             )
             if memory.auto_consolidate:
-                chain.append(MemoryMaintenanceHook(self.maintenance))
+                chain.append(
+                    MemoryMaintenanceHook(
+                        self.maintenance,
+                        on_consolidated=self._trace_consolidation if trace else None,
+                    )
+                )
             if memory.tools:
                 for tool in [
                     *MemoryTools(self.workspace, self.maintenance).tools(),
@@ -463,6 +473,18 @@ class HarnessAgent:
             path=result.path,
             messages=result.messages,
             latency_s=round(seconds, 4),
+        )
+
+    async def _trace_consolidation(self, ctx: RuntimeContext, result: ConsolidationResult) -> None:
+        await record(
+            self.workspace,
+            self.name,
+            ctx,
+            "memory_consolidation",
+            updated=result.updated,
+            refused=result.refused,
+            reason=result.reason,
+            merged=list(result.merged),
         )
 
     async def _trace_task(self, task: TaskRecord) -> None:

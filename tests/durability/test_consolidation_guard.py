@@ -9,6 +9,8 @@ restored. The model is the real ``openai`` SDK talking to a local server over HT
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,10 +19,11 @@ from typing import Any
 import pytest
 
 from _servers import OpenAIServer, running
-from harness import RuntimeContext
+from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.errors import StorageError
 from harness.memory import STATE_PATH, MemoryConsolidator, MemoryHistory
 from harness.memory.consolidation import refusal
+from harness.models import ScriptedChatModel
 from harness.models.openai import OpenAIChatModel
 from harness.tools.memory import MemoryTools
 from harness.workspace import WorkspaceManager
@@ -196,3 +199,35 @@ def test_which_rewrites_keep_every_fact(answer: str, kept: bool) -> None:
 def test_a_stale_fact_may_be_updated() -> None:
     assert refusal("- Lives in Paris\n", "- Lives in Berlin (moved from Paris)\n") is None
     assert refusal("- Lives in Paris\n", "- Lives in Berlin\n") is None
+
+
+async def test_a_refused_consolidation_says_why_in_the_trace(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
+    model = ScriptedChatModel(
+        [
+            {
+                "match": "Extract NEW memories",
+                "text": "- Sister Ana lives in Porto",
+                "repeat": True,
+            },
+            {"match": "New daily log entries to merge", "text": "NO_REPLY", "repeat": True},
+            {"text": "hi", "repeat": True},
+        ]
+    )
+    memory = MemoryConfig(consolidation_min_gap=timedelta(0), index=False)
+    ctx = RuntimeContext(session_id="traced")
+    async with HarnessAgent(model=model, workspace=workspace, memory=memory) as agent:
+        await agent.call("hello", ctx=ctx)
+        trace = workspace / "agents" / "harness" / "traces" / "traced.jsonl"
+        for _ in range(100):  # the consolidation runs on the memory worker, after the call
+            records = [json.loads(line) for line in trace.read_text().splitlines()]
+            found = [r for r in records if r["event"] == "memory_consolidation"]
+            if found:
+                break
+            await asyncio.sleep(0.05)
+
+    (record,) = found
+    assert record["refused"] is True
+    assert record["updated"] is False
+    assert "'NO_REPLY', not a memory file" in record["reason"]
+    assert (workspace / "MEMORY.md").read_text(encoding="utf-8") == MEMORY

@@ -10,10 +10,13 @@ Priority 6: after the flush (5) has written today's facts, so the consolidation 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
+from harness.context import RuntimeContext
 from harness.hooks.memory_flush import session_key
 from harness.kernel import Event, Hook, PostCall
+from harness.memory.consolidation import ConsolidationResult
 from harness.memory.maintenance import MemoryMaintenance
 
 __all__ = ["MemoryMaintenanceHook"]
@@ -25,12 +28,25 @@ class MemoryMaintenanceHook(Hook):
     priority = 6
     events: ClassVar[tuple[type[Event], ...]] = (PostCall,)
 
-    def __init__(self, maintenance: MemoryMaintenance) -> None:
+    def __init__(
+        self,
+        maintenance: MemoryMaintenance,
+        *,
+        on_consolidated: Callable[[RuntimeContext, ConsolidationResult], Awaitable[None]]
+        | None = None,
+    ) -> None:
         self.maintenance = maintenance
+        self.on_consolidated = on_consolidated
 
     async def on_event(self, event: Event) -> None:
         # In the session's queue of background work, after this call's flush (hook 5).
-        user_id = event.ctx.user_id
+        ctx, report = event.ctx, self.on_consolidated
+
+        async def done(result: ConsolidationResult) -> None:
+            if report is not None:
+                await report(ctx, result)
+
         self.maintenance.schedule(
-            session_key(event.ctx), lambda: self.maintenance.request_consolidation(user_id)
+            session_key(ctx),
+            lambda: self.maintenance.request_consolidation(ctx.user_id, done),
         )

@@ -39,7 +39,7 @@ from harness.compaction.eviction import (
 from harness.kernel import ChatModel
 from harness.memory._files import scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
-from harness.memory.consolidation import MemoryConsolidator
+from harness.memory.consolidation import ConsolidationResult, MemoryConsolidator
 from harness.memory.gate import PROCESS_GATE, Gate
 from harness.memory.history import MemoryHistory
 from harness.memory.index import IndexStats, MemoryIndex
@@ -234,15 +234,22 @@ class MemoryMaintenance:
                 self._catching_up = loop.create_task(self._catch_up())
             self._worker = loop.create_task(self._work(), name="harness-memory-maintenance")
 
-    async def request_consolidation(self, user_id: str | None) -> bool:
-        """Queue a consolidation of the user's memory unless one ran within the minimum gap."""
+    async def request_consolidation(
+        self,
+        user_id: str | None,
+        on_done: Callable[[ConsolidationResult], Awaitable[None]] | None = None,
+    ) -> bool:
+        """Queue a consolidation of the user's memory unless one ran within the minimum gap.
+
+        ``on_done`` gets its result (to trace it) once it has run.
+        """
         if self.consolidator is None:
             return False
         key = f"consolidate:{self.key}:{user_id or ''}"
         if not await self.gate.claim(key, self.config.consolidation_min_gap):
             return False
         await self.start()
-        self._jobs.put_nowait(lambda: self._consolidate(user_id))
+        self._jobs.put_nowait(lambda: self._consolidate(user_id, on_done))
         return True
 
     def schedule(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
@@ -374,11 +381,17 @@ class MemoryMaintenance:
             except Exception:
                 logger.exception("memory maintenance of %s failed", self.workspace.root)
 
-    async def _consolidate(self, user_id: str | None) -> None:
+    async def _consolidate(
+        self,
+        user_id: str | None,
+        on_done: Callable[[ConsolidationResult], Awaitable[None]] | None = None,
+    ) -> None:
         assert self.consolidator is not None
         result = await self.consolidator.consolidate(user_id)
         if result.updated:
             await self.index_file_for(user_id)
+        if on_done is not None:
+            await on_done(result)
 
     async def sync_index(self) -> IndexStats:
         """Bring the index up to date with the workspace's files (see :func:`sync_index`)."""

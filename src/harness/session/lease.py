@@ -109,9 +109,12 @@ class StoreLeases:
             yield
         finally:
             renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
+                # It returns when cancelled. A CancelledError here is the caller's own (its
+                # task is being cancelled): it must go on after the lease is given back.
                 version = await renewing
-            await self._give_back(key, version)
+            finally:
+                await self._give_back(key, version)
 
     async def _try_take(self, key: str, holder: str) -> int | None:
         item = await self.store.get(self.namespace, key)

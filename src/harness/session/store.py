@@ -124,7 +124,16 @@ class SessionStore:
         way before every step.
         """
         path = self.path(ctx)
-        snapshot = tuple(messages)
+        try:
+            await self._save(path, tuple(messages), exclusive=exclusive)
+        except BaseException:
+            # The write may have landed or not (a lost reply, a cancelled call): what the file
+            # holds is unknown now, so the next save reads it and rewrites it if it differs,
+            # instead of appending the same messages a second time.
+            self._known.pop(path, None)
+            raise
+
+    async def _save(self, path: str, snapshot: tuple[Msg, ...], *, exclusive: bool) -> None:
         known = self._known.get(path)
         if exclusive and known is not None and _starts_with(snapshot, known.messages):
             new = _serialize(snapshot[len(known.messages) :])

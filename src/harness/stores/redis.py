@@ -189,12 +189,16 @@ class RedisStore(BaseStore):
             raise ConfigError(msg)
         self.url = url
         self.prefix = prefix
+        self.timeout = timeout
         self.attempts = attempts
         try:
+            # No socket_timeout: redis-py enforces it with asyncio.wait_for, which on Python
+            # 3.11 can swallow a cancellation of the caller (so a SIGTERM would not stop a
+            # worker). The reply timeout is asyncio.timeout() around each call, in _run.
             self._redis = aioredis.Redis.from_url(
                 url,
                 socket_connect_timeout=connect_timeout,
-                socket_timeout=timeout,
+                socket_timeout=None,  # redis-py's default is 5 s, through wait_for
                 retry=Retry(NoBackoff(), 0),
             )
         except ValueError as exc:
@@ -288,8 +292,9 @@ class RedisStore(BaseStore):
         pause = _FIRST_PAUSE
         for attempt in range(1, self.attempts + 1):
             try:
-                return await call()
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                async with asyncio.timeout(self.timeout):
+                    return await call()
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:  # and TimeoutError
                 if attempt < self.attempts:
                     await asyncio.sleep(pause)
                     pause *= 2
