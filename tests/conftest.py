@@ -13,6 +13,7 @@ import pytest
 
 from _backends import FACTORIES, open_backend
 from _processes import answers_ping, free_port, running_server
+from _servers import OpenAIServer, running
 from harness.context import RuntimeContext
 from harness.filesystem import AbstractFilesystem, SandboxFilesystem
 
@@ -41,6 +42,22 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "workspace"
     root.mkdir()
     return root
+
+
+# -- a local server speaking OpenAI's chat-completions protocol ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def _openai_server_running() -> Iterator[OpenAIServer]:
+    with running(OpenAIServer()) as server:
+        yield server
+
+
+@pytest.fixture
+def openai_server(_openai_server_running: OpenAIServer) -> OpenAIServer:
+    """One chat-completions server for the whole run, with no request or reply left over."""
+    _openai_server_running.reset()
+    return _openai_server_running
 
 
 # -- a real Redis for the store tests (tests/stores/, tests/contract/) --------------------------

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _servers import OpenAIServer, running
+from _servers import OpenAIServer
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.errors import StorageError
 from harness.memory import STATE_PATH, MemoryConsolidator, MemoryHistory
@@ -49,16 +49,9 @@ def text_stream(text: str, finish: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def running_server() -> Iterator[OpenAIServer]:
-    with running(OpenAIServer()) as server:
-        yield server
-
-
 @pytest.fixture
-def server(running_server: OpenAIServer) -> OpenAIServer:
-    running_server.reset()
-    return running_server
+def server(openai_server: OpenAIServer) -> OpenAIServer:
+    return openai_server
 
 
 @pytest.fixture

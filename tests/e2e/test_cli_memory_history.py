@@ -8,22 +8,20 @@ MEMORY.md as it was, with the reason on stderr and exit code 1.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _cli_runner import Cli, make_cli
 
-from _servers import OpenAIServer, running
+from _servers import OpenAIServer
 
 MEMORY = "# Memory\n\n## Health\n- Allergic to penicillin\n\n## Work\n- Nurse at St. Mary's\n"
 GOOD = MEMORY + "\n## Family\n- Sister Ana lives in Porto\n"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    with running(OpenAIServer()) as started:
-        yield started
+@pytest.fixture
+def server(openai_server: OpenAIServer) -> OpenAIServer:
+    return openai_server
 
 
 @pytest.fixture
@@ -41,7 +39,6 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def answer(server: OpenAIServer, text: str, finish: str) -> None:
-    server.reset()
     server.queue_stream(
         [
             {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
