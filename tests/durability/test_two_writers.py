@@ -154,3 +154,25 @@ async def test_a_caller_that_waits_too_long_gets_session_busy(
         assert (await second.call("now", ctx=ctx)).text == "done"  # free again
     if store is not None:
         await store.aclose()
+
+
+async def test_a_call_cancelled_while_it_takes_the_lease_leaves_the_session_free(
+    tmp_path: Path,
+) -> None:
+    from harness.session import FileLeases
+
+    leases = FileLeases(tmp_path / "leases")
+    for delay in (0.0, 0.0001, 0.0005, 0.001, 0.005):  # cancelled at different moments
+
+        async def take() -> None:
+            async with leases.hold("s", wait=1.0):
+                await asyncio.sleep(10)
+
+        task = asyncio.create_task(take())
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)  # a lock the thread took late is let go by now
+        async with leases.hold("s", wait=0.5):
+            pass  # free again

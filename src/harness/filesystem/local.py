@@ -514,12 +514,11 @@ class LocalFilesystem(AbstractFilesystem):
                 for name in sorted(filenames):
                     if _LOCK_OR_TEMP.fullmatch(name):
                         continue
-                    file = base / name
+                    file = source = base / name
                     info = lstat(held, name)
-                    found = (file, info)
                     if info is not None and stat.S_ISLNK(info.st_mode):
-                        found = _followed(target, file) or (file, None)
-                    source, info = found
+                        followed = _followed(target, file)
+                        source, info = followed if followed is not None else (file, None)
                     if info is not None and stat.S_ISREG(info.st_mode):
                         yield _Found(source, file.relative_to(target.path).as_posix(), info)
 

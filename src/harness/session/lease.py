@@ -76,7 +76,7 @@ class FileLeases:
     @contextlib.asynccontextmanager
     async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
         path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.lock"
-        fd = await _waiting(key, wait, lambda: asyncio.to_thread(_try_flock, path))
+        fd = await _waiting(key, wait, lambda: _flock_off_the_loop(path))
         try:
             yield
         finally:
@@ -208,6 +208,27 @@ async def _waiting(key: str, wait: float, attempt: Callable[[], Awaitable[_T | N
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, _LONGEST_PAUSE)
     return got
+
+
+async def _flock_off_the_loop(path: Path) -> int | None:
+    """:func:`_try_flock` in a worker thread, never leaving a lock behind.
+
+    A lock the thread takes after its caller was cancelled is let go at once; kept, it would
+    hold the session for as long as this process lives.
+    """
+    attempt = asyncio.get_running_loop().run_in_executor(None, _try_flock, path)
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        attempt.add_done_callback(_close_taken)
+        raise
+
+
+def _close_taken(attempt: asyncio.Future[int | None]) -> None:
+    if not attempt.cancelled() and attempt.exception() is None:
+        fd = attempt.result()
+        if fd is not None:
+            os.close(fd)
 
 
 def _try_flock(path: Path) -> int | None:
