@@ -86,6 +86,8 @@ def test_history_lists_and_restore_brings_back_the_replaced_text(
     listed = cli.run("memory", "history", "-w", workspace)
     assert listed.returncode == 0, listed
     (version,) = re.findall(r"\d{8}T\d{6}\.\d{6}Z", listed.stdout)
+    shown = cli.run("memory", "history", version, "-w", workspace)
+    assert (shown.returncode, shown.stdout) == (0, MEMORY), shown
 
     restored = cli.run("memory", "restore", version, "-w", workspace)
 

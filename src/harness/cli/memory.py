@@ -194,23 +194,30 @@ def consolidate_command(
 
 @memory_app.command("history")
 def history_command(
+    version: Annotated[
+        str | None, typer.Argument(help="Print this saved version instead of the list.")
+    ] = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     user: UserOpt = None,
 ) -> None:
     """List the saved versions of MEMORY.md, newest first (each rewrite keeps the one before)."""
 
-    async def _versions() -> list[MemoryVersion]:
+    async def _history() -> list[MemoryVersion] | str:
         async with opened_workspace(workspace, store) as manager:
-            return await MemoryHistory(manager).versions(user)
+            history = MemoryHistory(manager)
+            return await history.read(version, user) if version else await history.versions(user)
 
-    versions = run_async(_versions())
-    if not versions:
+    found = run_async(_history())
+    if isinstance(found, str):
+        out.print(found, end="", **PLAIN)
+        return
+    if not found:
         out.print("no saved versions of MEMORY.md", **PLAIN)
         return
     table = Table("version", "path", "bytes")
-    for version in versions:
-        table.add_row(version.id, version.path, str(version.size))
+    for saved in found:
+        table.add_row(saved.id, saved.path, str(saved.size))
     out.print(table)
 
 
