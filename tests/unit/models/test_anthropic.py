@@ -11,8 +11,8 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
-from _servers import AnthropicServer, Reply, running
 
+from _servers import AnthropicServer, Reply, running
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
     ChatChunk,

@@ -9,8 +9,8 @@ from typing import Any
 
 import openai
 import pytest
-from _servers import OpenAIServer, Reply, running
 
+from _servers import OpenAIServer, Reply, running
 from harness.context import RuntimeContext
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (

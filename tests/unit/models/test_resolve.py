@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _servers import OpenAIServer, running
 
+from _servers import OpenAIServer, running
 from harness.errors import ConfigError
 from harness.kernel import Msg, TextBlock, complete
 from harness.models import (
