@@ -119,10 +119,11 @@ async def test_a_caller_that_waits_too_long_gets_session_busy(
     store = None
     if backend == "redis":
         store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"t{uuid.uuid4().hex[:12]}")
-    release = asyncio.Event()
+    holding, release = asyncio.Event(), asyncio.Event()
 
     async def hold() -> str:
         """Block until the test lets go."""
+        holding.set()
         await release.wait()
         return "released"
 
@@ -146,7 +147,7 @@ async def test_a_caller_that_waits_too_long_gets_session_busy(
     ctx = RuntimeContext(session_id=SESSION)
     async with agent() as first, agent() as second:  # two agents: no shared in-process lock
         running = asyncio.create_task(first.call("first", ctx=ctx))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(holding.wait(), timeout=30)  # the first call holds the session
         with pytest.raises(SessionBusy, match="in use by another call"):
             await second.call("second", ctx=ctx)
         release.set()
