@@ -460,6 +460,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[10] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
+    (kept,) = (root / "users/ada/memory/.history").glob("MEMORY-*.md")  # the replaced text
     assert listed == [
         "AGENTS.md",
         "MEMORY.md",
@@ -497,6 +498,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         f"users/ada/agents/log-analyst/traces/{child_session.name}.jsonl",
         f"users/ada/large_tool_results/guide/{evicted.name}",
         "users/ada/memory/.consolidation_state",
+        f"users/ada/memory/.history/{kept.name}",
         f"users/ada/memory/{log.name}",
     ]
     on_disk = [
