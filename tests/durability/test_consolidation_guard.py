@@ -110,11 +110,16 @@ async def test_the_consolidation_has_its_own_output_budget(
     server: OpenAIServer, model: OpenAIChatModel, manager: WorkspaceManager
 ) -> None:
     server.queue_stream(text_stream(GOOD, "stop"))
+    server.queue_stream(text_stream(GOOD, "stop"))
 
-    await MemoryConsolidator(manager, model, max_memory_tokens=1000).consolidate()
+    await MemoryConsolidator(manager, model).consolidate()
+    (manager.root / STATE_PATH).unlink()  # the same logs are new again
+    await MemoryConsolidator(manager, model, max_output_tokens=3000).consolidate()
 
-    (body,) = server.bodies
-    assert body["max_tokens"] == 2000  # not the 256 the model was given for chatting
+    default, chosen = (body["max_tokens"] for body in server.bodies)
+    # Not the 256 the model was given for chatting: room for all it was given, and no more.
+    assert 512 + len(MEMORY) // 3 <= default <= 512 + len(MEMORY)
+    assert chosen == 3000
 
 
 async def test_a_good_rewrite_keeps_the_old_text_and_it_can_be_restored(

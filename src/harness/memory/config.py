@@ -33,7 +33,7 @@ class MemoryConfig:
         max_memory_tokens: MEMORY.md's size limit when consolidation rewrites it.
         consolidation_max_output_tokens: The longest answer consolidation asks of the model
             (its own budget, whatever ``max_tokens`` the model has for chatting); None: room
-            for the whole file, at least twice ``max_memory_tokens``.
+            for the current file and the new entries (a third of their characters) plus 512.
         memory_history: How many earlier versions of MEMORY.md each namespace keeps (under
             ``memory/.history/``; ``harness memory history`` lists them, ``restore`` puts one
             back).

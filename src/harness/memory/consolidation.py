@@ -161,8 +161,9 @@ class MemoryConsolidator:
             f"Current MEMORY.md:\n{current.strip() or '(empty)'}\n\n"
             f"New daily log entries to merge{window}:\n{entries}"
         )
-        # Room for the whole file, however large it has grown, whatever limit chatting uses.
-        budget = self.max_output_tokens or max(2 * tokens, len(current) // 2 + 1024)
+        # Room for all it was given (a merge is never longer), whatever limit chatting uses,
+        # and no more: a small model that rambles on is cut, and refused, soon.
+        budget = self.max_output_tokens or (len(current) + len(entries)) // 3 + 512
         return await complete(
             self.model,
             [Msg(role="system", content=system), Msg(role="user", content=user)],
