@@ -13,7 +13,6 @@ of memory for every model call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 
 from harness.context import RuntimeContext
 from harness.errors import AgentInterrupted, ModelError
+from harness.kernel.cancelling import cancel_and_wait
 from harness.kernel.events import (
     Error,
     PostActing,
@@ -156,9 +156,7 @@ class ReActAgent:
             yield Reply(reply)
         finally:
             if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await cancel_and_wait(task)
 
     def interrupt(self) -> None:
         """Stop every call this agent is running; each raises :class:`AgentInterrupted`."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from harness.errors import SessionBusy, StorageError
+from harness.kernel.cancelling import cancel_and_wait
 
 if TYPE_CHECKING:
     from harness.stores.base import BaseStore
@@ -104,17 +105,15 @@ class StoreLeases:
     async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
         holder = secrets.token_hex(8)
         version = await _waiting(key, wait, lambda: self._try_take(key, holder))
-        renewing = asyncio.create_task(self._renew(key, holder, version))
+        held = [version]  # the version of the record this holder wrote last
+        renewing = asyncio.create_task(self._renew(key, holder, held))
         try:
             yield
         finally:
-            renewing.cancel()
             try:
-                # It returns when cancelled. A CancelledError here is the caller's own (its
-                # task is being cancelled): it must go on after the lease is given back.
-                version = await renewing
+                await cancel_and_wait(renewing)
             finally:
-                await self._give_back(key, version)
+                await self._give_back(key, held[0])
 
     async def _try_take(self, key: str, holder: str) -> int | None:
         item = await self.store.get(self.namespace, key)
@@ -125,28 +124,25 @@ class StoreLeases:
             self.namespace, key, value, item.version if item is not None else None
         )
 
-    async def _renew(self, key: str, holder: str, version: int) -> int:
-        """Renew the lease every ``ttl / 3`` until cancelled; returns the version last held."""
-        try:
-            while True:
-                await asyncio.sleep(self.ttl / 3)
-                value = {"holder": holder, "expires": time.time() + self.ttl}
-                try:
-                    renewed = await self.store.put_if_version(self.namespace, key, value, version)
-                except StorageError as exc:  # a stall: try again, the lease has time left
-                    logger.warning("could not renew the lease of session %s: %s", key, exc)
-                    continue
-                if renewed is None:
-                    logger.error(
-                        "lost the lease of session %s (the store did not answer for %.0f s); "
-                        "another caller may be using the session",
-                        key,
-                        self.ttl,
-                    )
-                    return version
-                version = renewed
-        except asyncio.CancelledError:
-            return version
+    async def _renew(self, key: str, holder: str, held: list[int]) -> None:
+        """Renew the lease every ``ttl / 3`` until cancelled, keeping ``held`` current."""
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            value = {"holder": holder, "expires": time.time() + self.ttl}
+            try:
+                renewed = await self.store.put_if_version(self.namespace, key, value, held[0])
+            except StorageError as exc:  # a stall: try again, the lease has time left
+                logger.warning("could not renew the lease of session %s: %s", key, exc)
+                continue
+            if renewed is None:
+                logger.error(
+                    "lost the lease of session %s (the store did not answer for %.0f s); "
+                    "another caller may be using the session",
+                    key,
+                    self.ttl,
+                )
+                return
+            held[0] = renewed
 
     async def _give_back(self, key: str, version: int) -> None:
         try:

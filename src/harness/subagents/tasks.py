@@ -25,7 +25,6 @@ told about it (see :mod:`harness.hooks.subagents`), whichever worker or process 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -38,6 +37,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.context import RuntimeContext
+from harness.kernel.cancelling import cancel_and_wait
 from harness.memory.config import Clock, utc_now
 from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment
 
@@ -403,9 +403,7 @@ class TaskRepository:
             if pending:
                 await asyncio.wait(pending)
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
+            await cancel_and_wait(self._heartbeat)
             self._heartbeat = None
 
     # -- completion notices --------------------------------------------------------------

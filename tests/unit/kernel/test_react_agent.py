@@ -919,3 +919,35 @@ async def test_per_call_memory_keeps_concurrent_conversations_apart() -> None:
     for event in log.seen:
         expected = alice_memory if event.ctx is alice_ctx else bob_memory
         assert event.memory is expected
+
+
+async def test_a_consumer_cancelled_while_a_stream_cleans_up_is_cancelled() -> None:
+    """asyncio hands a cancel to the task being awaited; the stream must not eat it."""
+
+    class SlowErrorHook(Hook):
+        events = (Error,)
+
+        def __init__(self) -> None:
+            self.cleaning = asyncio.Event()
+
+        async def on_event(self, event: Event) -> None:
+            self.cleaning.set()
+            await asyncio.sleep(0.2)  # a hook saving the session as the call ends
+
+    model = StallingModel()
+    hook = SlowErrorHook()
+    agent = ReActAgent(name="a", model=model, hooks=[hook])
+    went_on: list[str] = []
+
+    async def consume() -> None:
+        async with contextlib.aclosing(agent.stream("hi")) as stream:
+            async for _ in stream:
+                break  # closing the stream early cancels the call, which then cleans up
+        went_on.append("after the stream")
+
+    consumer = asyncio.create_task(consume())
+    await within(hook.cleaning.wait())
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    assert went_on == []
