@@ -14,7 +14,17 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
   user that match" is a scan inside the FTS index rather than a lookup per row;
 - ``context``: low-weight words about where the line sits — the date of a daily file
   (``March 14 2026``) and the markdown heading above the line — so questions that name a
-  date or a topic heading can find lines that do not repeat it.
+  date or a topic heading can find lines that do not repeat it;
+- ``near``: the distinct words of the line, the line before and the line after in the same
+  section (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
+  conversation the words of a question are often split between a turn and the reply to it
+  ("Where did you go?" / "To Rome!"). Each word once, so a word repeated around a line does
+  not outweigh the line's own text.
+
+Each row also records its *speaker*: the label a log line starts with (``- Caroline: ...``)
+or the role of a transcript message, casefolded. ``memory_labels`` counts them per file, so a
+query that names a speaker can treat the name as a label rather than a word (see
+:mod:`harness.memory._search`).
 
 Transcripts (``*.log.jsonl``) contribute only entries of type ``message``; compaction summaries
 (type ``summary``) and unparseable lines never become rows.
@@ -26,6 +36,7 @@ import json
 import re
 import sqlite3
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Final
@@ -36,20 +47,23 @@ __all__ = [
     "FTS_TABLE",
     "MAX_ROW_CHARS",
     "MIGRATIONS",
+    "NEAR_CHARS",
     "TOKENIZER",
     "Pending",
     "Row",
     "cjk_grams",
     "delete_rows",
+    "label_key",
     "rows_for",
     "scope_token",
+    "speaker_of",
     "write_rows",
 ]
 
 FTS_TABLE: Final = "memory_lines_fts"
 """The FTS5 table (external content over ``memory_lines``)."""
 
-COLUMNS: Final = "content, cjk, context, scope"
+COLUMNS: Final = "content, cjk, context, near, scope"
 """The FTS columns, in order; ``scope`` holds one token naming the row's owner (see
 :func:`scope_token`) so that a scan for one user's rows stays inside the index."""
 
@@ -71,6 +85,14 @@ between words (Korean has spaces, but particles attach to nouns, so it needs big
 _CJK_RUN: Final = re.compile(f"[{CJK_CHARS}]+")
 _LATIN_WORD: Final = f"(?:(?![{CJK_CHARS}])[^\\W_])+"
 _GLUED: Final = re.compile(f"(?<=[{CJK_CHARS}]){_LATIN_WORD}|{_LATIN_WORD}(?=[{CJK_CHARS}])")
+NEAR_CHARS: Final = 300
+"""At most this many characters of each line go into a row's ``near`` column."""
+
+_LABEL: Final = re.compile(
+    r"(?:[-*+]\s+)?([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2})\s?[:\uff1a]\s"
+)  # "- Name: ", "Dr Jane Smith: ", also with a full-width colon
+_LABEL_WORD: Final = re.compile(r"[^\W_]+")
+_MAX_LABEL: Final = 40
 _DAILY_NAME: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 _FLUSH_HEADING: Final = re.compile(r"memory flush\b", re.IGNORECASE)
 _MONTHS: Final = [
@@ -88,8 +110,24 @@ _MONTHS: Final = [
     "December",
 ]
 
-Row = tuple[int, str, str, str]
-"""One row: (1-based line number in the file, content, cjk bigrams, context)."""
+Row = tuple[int, str, str, str, str, str]
+"""One row: (1-based line number in the file, content, cjk bigrams, context, near, speaker)."""
+
+
+def label_key(text: str) -> str:
+    """The form a speaker label is stored and looked up in: casefolded words, one space apart.
+
+    ``O'Brien`` and a query's ``o'brien`` or ``O Brien`` all become ``o brien``.
+    """
+    return " ".join(_LABEL_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def speaker_of(line: str) -> str:
+    """The label key of a log line that starts with ``Name:`` (after a bullet), else ``""``."""
+    match = _LABEL.match(line)
+    if match is None or len(match[1]) > _MAX_LABEL:
+        return ""
+    return label_key(match[1])
 
 
 def scope_token(owner: str) -> str:
@@ -140,16 +178,40 @@ def _pieces(line: str) -> list[str]:
     return pieces
 
 
-def _append(rows: list[Row], number: int, text: str, context: str) -> None:
+_Piece = tuple[int, str, str, str, str, int]
+"""A row before its neighbours are known: (line number, content, cjk, context, speaker,
+section), where ``section`` numbers the runs of lines between headings (-1 for a heading)."""
+
+
+def _append(
+    pieces: list[_Piece], number: int, text: str, context: str, speaker: str, section: int
+) -> None:
     for piece in _pieces(text) if len(text) > MAX_ROW_CHARS else (text,):
         grams = cjk_grams(piece) if _CJK_RUN.search(piece) else ""
-        rows.append((number, piece, grams, context))
+        pieces.append((number, piece, grams, context, speaker, section))
+
+
+def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
+    """Rows whose ``near`` holds the words of the piece and of its neighbours in its section."""
+    rows: list[Row] = []
+    last = len(pieces) - 1
+    for i, (number, content, grams, context, speaker, section) in enumerate(pieces):
+        near = ""
+        if section >= 0:
+            before = pieces[i - 1] if i > 0 and pieces[i - 1][5] == section else None
+            after = pieces[i + 1] if i < last and pieces[i + 1][5] == section else None
+            window = (before, pieces[i], after)
+            text = " ".join(p[1][:NEAR_CHARS] for p in window if p is not None)
+            near = " ".join(dict.fromkeys(_LABEL_WORD.findall(text.casefold())))
+        rows.append((number, content, grams, context, near, speaker))
+    return rows
 
 
 def _markdown_rows(rel_path: str, text: str) -> list[Row]:
     day = _date_words(rel_path)
     context = day
-    rows: list[Row] = []
+    section = 0
+    pieces: list[_Piece] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line:
@@ -157,17 +219,18 @@ def _markdown_rows(rel_path: str, text: str) -> list[Row]:
         if line[0] == "#":
             title = line.lstrip("#").strip()
             heading = "" if _FLUSH_HEADING.match(title) else title
-            _append(rows, number, line, day)
+            _append(pieces, number, line, day, "", -1)
             context = f"{day} {heading}".strip()
+            section += 1
         elif len(line) <= MAX_ROW_CHARS and line.isascii():  # the common case, kept cheap
-            rows.append((number, line, "", context))
+            pieces.append((number, line, "", context, speaker_of(line), section))
         else:
-            _append(rows, number, line, context)
-    return rows
+            _append(pieces, number, line, context, speaker_of(line), section)
+    return _with_neighbours(pieces)
 
 
 def _transcript_rows(text: str) -> list[Row]:
-    rows: list[Row] = []
+    pieces: list[_Piece] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
@@ -182,10 +245,12 @@ def _transcript_rows(text: str) -> list[Row]:
             continue
         stamp = entry.get("timestamp")
         context = _date_words(f"{stamp[:10]}.md") if isinstance(stamp, str) else ""
+        role = entry.get("role")
+        speaker = label_key(role) if isinstance(role, str) else ""
         for line in content.split("\n"):
             if line.strip():
-                _append(rows, number, line.strip(), context)
-    return rows
+                _append(pieces, number, line.strip(), context, speaker, 0)
+    return _with_neighbours(pieces)
 
 
 def rows_for(rel_path: str, text: str) -> list[Row]:
@@ -221,6 +286,7 @@ def delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
     )
     conn.execute(f"DELETE FROM memory_vectors WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
     conn.execute(f"DELETE FROM memory_lines WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
+    conn.execute("DELETE FROM memory_labels WHERE path IN (SELECT value FROM json_each(?))", batch)
 
 
 def write_rows(
@@ -238,14 +304,20 @@ def write_rows(
     (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_lines").fetchone()
     lines: list[tuple[object, ...]] = []
     registry: list[tuple[object, ...]] = []
+    labels: list[tuple[str, str, str, int]] = []
     for (path, rows, sha, size, mtime), owner in zip(files, owners, strict=True):
         start = first + len(lines)
         registry.append((path, owner, size, mtime, sha, start, len(rows)))
         lines += [(start + i, path, owner, *row) for i, row in enumerate(rows)]
+        spoken = Counter(row[5] for row in rows if row[5])
+        labels += [(owner, label, path, count) for label, count in spoken.items()]
     conn.executemany(
-        "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context, near, "
+        "speaker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         lines,
+    )
+    conn.executemany(
+        "INSERT INTO memory_labels (owner, label, path, rows) VALUES (?, ?, ?, ?)", labels
     )
     conn.execute(
         f"INSERT INTO {FTS_TABLE} (rowid, {COLUMNS}) "
@@ -281,7 +353,7 @@ def _m001_lines_and_fts(conn: sqlite3.Connection) -> None:
         "scope TEXT GENERATED ALWAYS AS ('u' || hex(owner)) VIRTUAL)"
     )
     conn.execute(
-        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({COLUMNS}, "
+        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, cjk, context, scope, "
         f"content='memory_lines', content_rowid='id', tokenize='{TOKENIZER}')"
     )
 
@@ -291,10 +363,37 @@ def _m002_vectors(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
+def _m003_neighbours_and_speakers(conn: sqlite3.Connection) -> None:
+    # The index is derived data: the rows are dropped and every file is indexed again at the
+    # next catch-up (its registry entry goes too), now with the near column and a speaker.
+    conn.execute(f"DROP TABLE {FTS_TABLE}")
+    conn.execute("DROP TABLE memory_lines")
+    conn.execute("DELETE FROM memory_files")
+    conn.execute("DELETE FROM memory_vectors")
+    conn.execute(
+        "CREATE TABLE memory_lines (id INTEGER PRIMARY KEY, path TEXT NOT NULL, "
+        "owner TEXT NOT NULL, line_number INTEGER NOT NULL, content TEXT NOT NULL, "
+        "cjk TEXT NOT NULL, context TEXT NOT NULL, near TEXT NOT NULL, speaker TEXT NOT NULL, "
+        "scope TEXT GENERATED ALWAYS AS ('u' || hex(owner)) VIRTUAL)"
+    )
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({COLUMNS}, "
+        f"content='memory_lines', content_rowid='id', tokenize='{TOKENIZER}')"
+    )
+    # How many rows of each file a speaker label starts: a query's word is a label when the
+    # owner's files hold it often enough (see harness.memory._search.labels_in).
+    conn.execute(
+        "CREATE TABLE memory_labels (owner TEXT NOT NULL, label TEXT NOT NULL, "
+        "path TEXT NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (owner, label, path))"
+    )
+    conn.execute("CREATE INDEX memory_labels_path ON memory_labels (path)")
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: Final[Sequence[Migration]] = (
     ("m001_lines_and_fts", _m001_lines_and_fts),
     ("m002_vectors", _m002_vectors),
+    ("m003_neighbours_and_speakers", _m003_neighbours_and_speakers),
 )
 """Schema changes in order; each runs once per database, recorded in ``_harness_migrations``."""

@@ -3,8 +3,12 @@
 A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when",
 "did", "to") are dropped; irregular verb and noun forms are widened to their siblings ("buy"
 also looks for "bought"), because the ``porter`` stemmer only handles regular endings; and each
-remaining word becomes one *clause*, a quoted phrase restricted to the ``content``, ``cjk``
-(for Latin words written against CJK text) and ``context`` columns. A run of Chinese, Japanese
+remaining word becomes one *clause*: a quoted phrase restricted to the ``content``, ``cjk``
+(for Latin words written against CJK text) and ``context`` columns, OR the same phrase in the
+``near`` column (the words of the line and of its neighbours). They are separate phrases so
+that each has its own idf: a word in the line's own text keeps the idf of its own rarity, and
+a word found only beside the line is worth less (``near`` holds every word of the line too, so
+the ``near`` phrase is never rarer than the line's own). A run of Chinese, Japanese
 or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
 (什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character.
 Clauses are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and
@@ -30,7 +34,7 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of"]
+__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of", "own_part", "without"]
 
 MAX_CLAUSES: Final = 24
 """At most this many clauses per query: a pasted paragraph searches its first words, and the
@@ -38,6 +42,7 @@ cost of a query stays bounded whatever its length."""
 
 _MAX_WORD: Final = 64
 _LATIN_COLUMNS: Final = "{content cjk context}"
+_OR_NEAR: Final = " OR (near : "
 _TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
 _HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
 
@@ -107,7 +112,11 @@ def _latin_clauses(words: Sequence[str]) -> list[str]:
         expanded.extend(_IRREGULAR.get(word, (word,)))
         if word.isdigit() and word[0] == "0" and word.strip("0"):  # "05" also finds "5"
             expanded.append(word.lstrip("0"))
-    return [f"{_LATIN_COLUMNS} : {_phrase(w)}" for w in expanded if len(w) <= _MAX_WORD]
+    return [
+        f"({_LATIN_COLUMNS} : {_phrase(w)}){_OR_NEAR}{_phrase(w)})"
+        for w in expanded
+        if len(w) <= _MAX_WORD
+    ]
 
 
 def _cjk_clauses(run: str) -> list[str]:
@@ -141,6 +150,23 @@ def analyze(text: str) -> list[str]:
     if words:
         clauses = _latin_clauses(words) + clauses
     return list(dict.fromkeys(clauses))[:MAX_CLAUSES]
+
+
+def own_part(clause: str) -> str:
+    """The part of a clause that matches the line's own text, without its ``near`` phrase."""
+    return clause.partition(_OR_NEAR)[0]
+
+
+def without(text: str, labels: Iterable[str]) -> str:
+    """``text`` without the labels (:func:`~harness.memory._fts.label_key` forms) it holds.
+
+    Matched whatever the case or the punctuation between a label's words.
+    """
+    normalized = unicodedata.normalize("NFKC", text).casefold()
+    for label in labels:
+        words = r"[\W_]+".join(re.escape(word) for word in label.split())
+        normalized = re.sub(rf"(?<![^\W_]){words}(?![^\W_])", " ", normalized)
+    return normalized
 
 
 def any_of(clauses: Iterable[str]) -> str:

@@ -57,19 +57,30 @@ from harness.errors import StorageError
 from harness.filesystem._beneath import read_beneath
 from harness.memory._files import digest, owner_of, scan
 from harness.memory._fts import FTS_TABLE, MIGRATIONS, Pending, delete_rows, rows_for, write_rows
-from harness.memory._query import analyze
-from harness.memory._search import RANK_BUDGET, fuse, keyword_hits, plan, prepare
+from harness.memory._search import (
+    RANK_BUDGET,
+    favour_speakers,
+    fuse,
+    keyword_hits,
+    plan,
+    prepare,
+    terms,
+)
+from harness.memory._snippets import snippets as snippets_of
 from harness.memory._vectors import VectorCache, embed_texts
 from harness.memory.embedding import Embedder, import_optional
 from harness.workspace import normalize, safe_segment
 
-__all__ = ["INDEX_FILE", "RANK_BUDGET", "IndexStats", "MemoryIndex", "SearchHit"]
+__all__ = ["INDEX_FILE", "RANK_BUDGET", "SNIPPET_CHARS", "IndexStats", "MemoryIndex", "SearchHit"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 INDEX_FILE: Final = "memory_index.db"
 """The database file name inside ``base_dir``."""
+
+SNIPPET_CHARS: Final = 300
+"""The characters of snippet text a search returns per hit asked for, by default."""
 
 _BATCH_ROWS: Final = 50_000  # rows per write transaction of a full index
 _OPTIMIZE_ROWS: Final = 100_000  # a load this big is merged into one FTS segment afterwards
@@ -81,15 +92,23 @@ _NOTHING_SQL: Final = "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0"
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One matching line: where it is, what it says, and how well it matched (higher is better).
+    """One match: where it is, what it says, and how well it matched (higher is better).
 
-    ``rank`` is the BM25 score, or the fused reciprocal-rank score when an embedder is set.
+    A snippet spans lines ``line_number`` to ``last_line`` of ``path`` (its non-blank lines,
+    joined by newlines in ``content``); a one-line hit has ``last_line == line_number``.
+    ``rank`` is the BM25 score of its best line (plus a speaker's bonus), or the fused score
+    when an embedder is set.
     """
 
     path: str
     line_number: int
     content: str
     rank: float
+    last_line: int = 0
+
+    def __post_init__(self) -> None:
+        if self.last_line < self.line_number:
+            object.__setattr__(self, "last_line", self.line_number)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,7 +202,10 @@ class MemoryIndex:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._migrate()
                 # A database made by an unreleased schema of the same migration names fails here.
-                conn.execute("SELECT first_id, scope FROM memory_files, memory_lines LIMIT 0")
+                conn.execute(
+                    "SELECT first_id, near, speaker, label FROM memory_files, memory_lines, "
+                    "memory_labels LIMIT 0"
+                )
                 self._check_embedder()
                 prepare(conn)
                 if self.workspace is not None:
@@ -442,7 +464,7 @@ class MemoryIndex:
         """Drop every row: the next catch-up indexes every file again."""
         with self.atomic() as conn:
             conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
-            for table in ("memory_lines", "memory_vectors", "memory_files"):
+            for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
                 conn.execute(f"DELETE FROM {table}")
 
     def rebuild(self, workspace: Path) -> IndexStats:
@@ -500,14 +522,22 @@ class MemoryIndex:
         """
         owner = safe_segment(user_id) if user_id else ""
         with self._lock, self._snapshot() as conn:
-            statements, _ = plan(conn, analyze(query), owner)
+            statements, _ = plan(conn, terms(conn, query, owner)[0], owner)
         if not statements:
             return _NOTHING_SQL, {}
         sql, expression = statements[0]
         return sql, {"query": expression, "owner": owner, "limit": limit}
 
-    def search(self, query: str, limit: int = 10, *, user_id: str | None = None) -> list[SearchHit]:
-        """The lines that best answer ``query``, best first; ``[]`` when nothing matches.
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        user_id: str | None = None,
+        snippets: bool = True,
+        budget: int | None = None,
+    ) -> list[SearchHit]:
+        """What best answers ``query``, best first; ``[]`` when nothing matches.
 
         Any text is accepted: operators, quotes and punctuation are treated as plain text.
 
@@ -515,20 +545,29 @@ class MemoryIndex:
             query: What to look for, as a person would ask it.
             limit: At most this many hits.
             user_id: Search this user's rows; None for those of calls without a user.
+            snippets: Return runs of consecutive lines around the best rows (one hit each,
+                ``line_number`` to ``last_line``); False for one line per hit.
+            budget: The characters all snippets together may hold; by default
+                ``SNIPPET_CHARS`` per hit asked for. Ignored with ``snippets=False``.
         """
         if limit <= 0:
             return []
         owner = safe_segment(user_id) if user_id else ""
         embedder = self.embedder if query.strip() else None
         probe = embedder.embed([query[:2000]])[0] if embedder is not None else None
-        wanted = limit if probe is None else max(limit, _CANDIDATES)
+        wanted = max(limit, _CANDIDATES)
         with self._lock, self._snapshot() as conn:
-            hits = keyword_hits(conn, analyze(query), owner, wanted)
+            clauses, labels = terms(conn, query, owner)
+            hits = favour_speakers(conn, keyword_hits(conn, clauses, owner, wanted), labels)
             if embedder is not None and probe is not None:
                 matrix = self._vectors.matrix(conn, embedder.dimensions, self._commits)
                 semantic = matrix.top(probe, (owner,), wanted)
-                hits = fuse(conn, hits, semantic, limit)
-        return [SearchHit(path, line, content, score) for _, path, line, content, score in hits]
+                hits = fuse(conn, hits, semantic, wanted)
+            if not snippets:
+                return [SearchHit(p, n, text, score, n) for _, p, n, text, score in hits[:limit]]
+            chars = SNIPPET_CHARS * limit if budget is None else budget
+            found = snippets_of(conn, hits, limit, max(chars, 1))
+        return [SearchHit(p, first, text, score, last) for p, first, last, text, score in found]
 
     # --- async facade ----------------------------------------------------------------------
 
@@ -538,10 +577,18 @@ class MemoryIndex:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def asearch(
-        self, query: str, limit: int = 10, *, user_id: str | None = None
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        user_id: str | None = None,
+        snippets: bool = True,
+        budget: int | None = None,
     ) -> list[SearchHit]:
         """:meth:`search` in a worker thread."""
-        return await self._in_thread(self.search, query, limit, user_id=user_id)
+        return await self._in_thread(
+            self.search, query, limit, user_id=user_id, snippets=snippets, budget=budget
+        )
 
     async def aindex_from_string(self, rel_path: str, content: str) -> int:
         """:meth:`index_from_string` in a worker thread."""

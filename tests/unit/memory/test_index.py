@@ -48,7 +48,7 @@ def test_open_creates_the_database_in_base_dir_with_recorded_migrations(tmp_path
     names = [row[0] for row in conn.execute("SELECT name FROM _harness_migrations ORDER BY name")]
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     conn.close()
-    assert names == ["m001_lines_and_fts", "m002_vectors"]
+    assert names == ["m001_lines_and_fts", "m002_vectors", "m003_neighbours_and_speakers"]
     assert mode == "wal"
 
 
@@ -60,9 +60,9 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
     index.close()
     with MemoryIndex(tmp_path) as again:
         conn = sqlite3.connect(tmp_path / INDEX_FILE)
-        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (2,)
+        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (3,)
         conn.close()
-        assert [h.line_number for h in again.search("Berlin")] == [2]
+        assert again.search("Berlin", snippets=False)[0].line_number == 2
 
 
 def test_a_file_that_is_not_a_database_raises_storage_error_naming_the_fix(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_atomic_rolls_back_every_statement_of_a_failed_block(index: MemoryIndex)
 
     with pytest.raises(RuntimeError, match="boom"):
         fail()
-    assert [h.content for h in index.search("kept")] == ["- kept"]
+    assert [h.content for h in index.search("kept", snippets=False)] == ["- kept"]
 
 
 def test_nested_atomic_rolls_back_only_the_savepoint(index: MemoryIndex) -> None:
@@ -106,7 +106,7 @@ def test_nested_atomic_rolls_back_only_the_savepoint(index: MemoryIndex) -> None
 
 def test_index_from_string_counts_rows_and_keeps_original_line_numbers(index: MemoryIndex) -> None:
     assert index.index_from_string("memory/2026-03-14.md", DAILY) == 4
-    hits = index.search("dentist appointment")
+    hits = index.search("dentist appointment", snippets=False)
     assert hits[0] == SearchHit(
         path="memory/2026-03-14.md",
         line_number=5,
@@ -119,8 +119,8 @@ def test_index_from_string_counts_rows_and_keeps_original_line_numbers(index: Me
 def test_reindexing_a_path_replaces_its_rows(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", "- likes sailing")
     assert index.index_from_string("MEMORY.md", "- likes chess") == 1
-    assert index.search("sailing") == []
-    assert [h.content for h in index.search("chess")] == ["- likes chess"]
+    assert index.search("sailing", snippets=False) == []
+    assert [h.content for h in index.search("chess", snippets=False)] == ["- likes chess"]
 
 
 def test_unchanged_content_is_skipped_by_its_hash(index: MemoryIndex) -> None:
@@ -131,19 +131,19 @@ def test_unchanged_content_is_skipped_by_its_hash(index: MemoryIndex) -> None:
 def test_blank_content_removes_the_rows_of_the_path(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", "- likes sailing")
     assert index.index_from_string("MEMORY.md", "  \n\n ") == 0
-    assert index.search("sailing") == []
+    assert index.search("sailing", snippets=False) == []
 
 
 def test_remove_forgets_a_path_and_other_paths_stay(index: MemoryIndex) -> None:
     index.index_from_string("memory/2026-01-01.md", "- sailing in Kiel")
     index.index_from_string("memory/2026-01-02.md", "- sailing in Split")
     index.remove("memory/2026-01-01.md")
-    assert [h.path for h in index.search("sailing")] == ["memory/2026-01-02.md"]
+    assert [h.path for h in index.search("sailing", snippets=False)] == ["memory/2026-01-02.md"]
 
 
 def test_paths_are_normalized_and_escapes_refused(index: MemoryIndex) -> None:
     index.index_from_string("/memory//2026-01-01.md", "- sailing")
-    assert [h.path for h in index.search("sailing")] == ["memory/2026-01-01.md"]
+    assert [h.path for h in index.search("sailing", snippets=False)] == ["memory/2026-01-01.md"]
     with pytest.raises(ValueError, match=r"\.\."):
         index.index_from_string("../outside.md", "- x")
 
@@ -151,10 +151,10 @@ def test_paths_are_normalized_and_escapes_refused(index: MemoryIndex) -> None:
 def test_an_over_long_line_is_split_into_bounded_rows(index: MemoryIndex) -> None:
     line = " ".join(["filler"] * 600 + ["needle"])
     index.index_from_string("MEMORY.md", line)
-    hits = index.search("needle")
-    assert len(hits) == 1
-    assert hits[0].line_number == 1
-    assert len(hits[0].content) <= 2000
+    hits = index.search("needle", snippets=False)
+    assert hits[0].content.endswith("needle")  # the other pieces hold it as a neighbour
+    assert {h.line_number for h in hits} == {1}
+    assert all(len(h.content) <= 2000 for h in hits)
 
 
 # --- transcripts --------------------------------------------------------------------------
@@ -172,12 +172,13 @@ def test_transcripts_index_only_message_entries_by_jsonl_line(index: MemoryIndex
     ]
     rel = "agents/main/sessions/s1.log.jsonl"
     index.index_from_string(rel, "\n".join(lines) + "\n")
-    hits = index.search("Lisbon", limit=10)
-    assert sorted((h.line_number, h.content) for h in hits) == [
+    hits = index.search("Lisbon", limit=10, snippets=False)
+    assert sorted((h.line_number, h.content) for h in hits[:2]) == [
         (1, "We talked about the Lisbon trip"),
         (7, "Second line about Lisbon"),
     ]
-    assert index.search("Summary planned") == []
+    assert [(h.line_number, h.content) for h in hits[2:]] == [(7, "First line")]  # a neighbour
+    assert index.search("Summary planned", snippets=False) == []
 
 
 # --- questions ----------------------------------------------------------------------------
@@ -188,9 +189,18 @@ def test_a_natural_language_question_finds_the_inflected_fact(index: MemoryIndex
         "memory/2026-03-14.md",
         "- Anna moved to Berlin in March 2026.\n- Tom lives in Munich.\n- Berlin is rainy.\n",
     )
-    hits = index.search("When did Anna move to Berlin?")
-    assert hits[0].content == "- Anna moved to Berlin in March 2026."
-    assert len(hits) == 2  # terms are OR'ed: the Berlin line matches too, ranked below
+    hits = index.search("When did Anna move to Berlin?", snippets=False)
+    lines = [h.content for h in hits]
+    # terms are OR'ed: the Berlin line matches too, ranked below; the Munich line holds the
+    # words only as a neighbour of both
+    assert lines.index("- Anna moved to Berlin in March 2026.") < lines.index("- Berlin is rainy.")
+    assert set(lines) == {
+        "- Anna moved to Berlin in March 2026.",
+        "- Tom lives in Munich.",
+        "- Berlin is rainy.",
+    }
+    (snippet,) = index.search("When did Anna move to Berlin?")
+    assert (snippet.line_number, snippet.last_line) == (1, 3)
 
 
 def test_search_sql_ors_the_content_words_and_binds_the_query(index: MemoryIndex) -> None:
@@ -200,8 +210,9 @@ def test_search_sql_ors_the_content_words_and_binds_the_query(index: MemoryIndex
     assert "Anna" not in sql
     assert params == {
         "query": (
-            '({content cjk context} : "anna") OR ({content cjk context} : "berlin") '
-            'OR ({content cjk context} : "move")'
+            '(({content cjk context} : "anna") OR (near : "anna")) '
+            'OR (({content cjk context} : "berlin") OR (near : "berlin")) '
+            'OR (({content cjk context} : "move") OR (near : "move"))'
         ),
         "owner": "alice",
         "limit": 5,
@@ -221,33 +232,36 @@ def test_possessives_plurals_and_irregular_verbs_match(index: MemoryIndex) -> No
         "MEMORY.md",
         "- Anna's cats are called Miso and Tofu.\n- Bought a red bike in June.\n- Went to Porto.\n",
     )
-    assert index.search("What is the name of Anna's cat?")[0].line_number == 1
-    assert index.search("Which bike did I buy?")[0].line_number == 2
-    assert index.search("When did I go to Porto?")[0].line_number == 3
+    assert index.search("What is the name of Anna's cat?", snippets=False)[0].line_number == 1
+    assert index.search("Which bike did I buy?", snippets=False)[0].line_number == 2
+    assert index.search("When did I go to Porto?", snippets=False)[0].line_number == 3
 
 
 def test_accents_and_case_fold(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", "- Lena studied in Zürich.")
-    assert len(index.search("ZURICH")) == 1
+    assert len(index.search("ZURICH", snippets=False)) == 1
 
 
 def test_a_daily_files_date_and_heading_help_as_context(index: MemoryIndex) -> None:
     index.index_from_string("memory/2026-03-14.md", "- Bought flowers.\n")
     index.index_from_string("memory/2026-04-02.md", "- Bought a lamp.\n")
     index.index_from_string("MEMORY.md", "## Family\n- Maria lives in Lyon.\n")
-    assert index.search("What did I buy on March 14?")[0].content == "- Bought flowers."
-    assert index.search("family Lyon")[0].content == "- Maria lives in Lyon."
-    assert index.search("family")[0].line_number in (1, 2)
+    assert (
+        index.search("What did I buy on March 14?", snippets=False)[0].content
+        == "- Bought flowers."
+    )
+    assert index.search("family Lyon", snippets=False)[0].content == "- Maria lives in Lyon."
+    assert index.search("family", snippets=False)[0].line_number in (1, 2)
 
 
 def test_limit_bounds_hits_and_zero_returns_nothing(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", "\n".join(f"- sailing trip {i}" for i in range(30)))
-    assert len(index.search("sailing", limit=7)) == 7
-    assert index.search("sailing", limit=0) == []
+    assert len(index.search("sailing", limit=7, snippets=False)) == 7
+    assert index.search("sailing", limit=0, snippets=False) == []
 
 
 def test_an_empty_index_returns_no_hits(index: MemoryIndex) -> None:
-    assert index.search("anything") == []
+    assert index.search("anything", snippets=False) == []
 
 
 # --- users --------------------------------------------------------------------------------
@@ -258,20 +272,20 @@ def test_a_user_sees_own_rows_never_shared_or_another_users(index: MemoryIndex) 
     index.index_from_string("MEMORY.md", "- shared: the office wifi is Lighthouse")
     index.index_from_string("users/alice/memory/2026-03-14.md", "- alice: wifi password tulip")
     index.index_from_string("users/bob/MEMORY.md", "- bob: wifi password orchid")
-    alice = {h.path for h in index.search("wifi", user_id="alice")}
-    bob = {h.path for h in index.search("wifi", user_id="bob")}
-    nobody = {h.path for h in index.search("wifi")}
+    alice = {h.path for h in index.search("wifi", user_id="alice", snippets=False)}
+    bob = {h.path for h in index.search("wifi", user_id="bob", snippets=False)}
+    nobody = {h.path for h in index.search("wifi", snippets=False)}
     assert alice == {"users/alice/memory/2026-03-14.md"}
     assert bob == {"users/bob/MEMORY.md"}
     assert nobody == {"MEMORY.md"}
-    assert index.search("Lighthouse", user_id="alice") == []
-    assert index.search("orchid", user_id="alice") == []
+    assert index.search("Lighthouse", user_id="alice", snippets=False) == []
+    assert index.search("orchid", user_id="alice", snippets=False) == []
 
 
 def test_user_ids_map_to_their_safe_segment(index: MemoryIndex) -> None:
     index.index_from_string(f"users/{safe_segment('a@b.c')}/MEMORY.md", "- secret handshake")
-    assert len(index.search("handshake", user_id="a@b.c")) == 1
-    assert index.search("handshake", user_id="a-b.c") == []
+    assert len(index.search("handshake", user_id="a@b.c", snippets=False)) == 1
+    assert index.search("handshake", user_id="a-b.c", snippets=False) == []
 
 
 # --- whole workspaces ---------------------------------------------------------------------
@@ -299,9 +313,9 @@ def test_index_all_indexes_memory_files_and_transcripts_in_every_namespace(
     _workspace(workspace)
     stats = index.index_all_from_workspace(workspace)
     assert stats == IndexStats(files=6, indexed=6, unchanged=0, removed=0, rows=10, embedded=0)
-    shared = {h.path for h in index.search("Berlin", limit=50)}
+    shared = {h.path for h in index.search("Berlin", limit=50, snippets=False)}
     assert shared == {"MEMORY.md", "memory/2026-03-14.md", "agents/main/sessions/s1.log.jsonl"}
-    paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice")}
+    paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice", snippets=False)}
     assert paths == {
         "users/alice/MEMORY.md",
         "users/alice/memory/2026-03-15.md",
@@ -319,7 +333,7 @@ def test_index_all_skips_unchanged_files_and_reindexes_changed_ones(
         handle.write("- Anna adopted a dog named Biscuit.\n")
     stats = index.index_all_from_workspace(workspace)
     assert (stats.indexed, stats.unchanged, stats.rows) == (1, 5, 5)
-    assert index.search("Biscuit")[0].line_number == 6
+    assert index.search("Biscuit", snippets=False)[0].line_number == 6
     assert index.index_all_from_workspace(workspace).indexed == 0
 
 
@@ -353,9 +367,9 @@ def test_index_all_removes_rows_of_deleted_files_only(index: MemoryIndex, worksp
     (workspace / "users/alice/memory/2026-03-15.md").unlink()
     stats = index.index_all_from_workspace(workspace)
     assert stats.removed == 2
-    paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice")}
+    paths = {h.path for h in index.search("Berlin", limit=50, user_id="alice", snippets=False)}
     assert "users/alice/memory/2026-03-15.md" not in paths
-    shared = {h.path for h in index.search("Berlin", limit=50)}
+    shared = {h.path for h in index.search("Berlin", limit=50, snippets=False)}
     assert "knowledge/extra.md" not in shared
     assert "knowledge/kept.md" in shared
 
@@ -386,13 +400,13 @@ def test_deleting_the_database_and_rebuilding_restores_identical_results(
     base = tmp_path / "idx"
     with MemoryIndex(base) as index:
         index.index_all_from_workspace(workspace)
-        before = [index.search(q, user_id="alice") for q in queries]
+        before = [index.search(q, user_id="alice", snippets=False) for q in queries]
     for suffix in ("", "-wal", "-shm"):
         (base / (INDEX_FILE + suffix)).unlink(missing_ok=True)
     with MemoryIndex(base) as index:
-        assert index.search("Berlin") == []
+        assert index.search("Berlin", snippets=False) == []
         index.rebuild(workspace)
-        assert [index.search(q, user_id="alice") for q in queries] == before
+        assert [index.search(q, user_id="alice", snippets=False) for q in queries] == before
 
 
 def test_rebuild_drops_rows_that_no_file_backs(index: MemoryIndex, workspace: Path) -> None:
@@ -400,7 +414,9 @@ def test_rebuild_drops_rows_that_no_file_backs(index: MemoryIndex, workspace: Pa
     index.index_from_string("memory/ghost.md", "- ghost Berlin line")
     stats = index.rebuild(workspace)
     assert stats.indexed == 6
-    assert "memory/ghost.md" not in {h.path for h in index.search("Berlin", limit=50)}
+    assert "memory/ghost.md" not in {
+        h.path for h in index.search("Berlin", limit=50, snippets=False)
+    }
 
 
 # --- async facade -------------------------------------------------------------------------
@@ -413,7 +429,7 @@ async def test_async_facade_runs_in_worker_threads(index: MemoryIndex, workspace
     stats = await index.aindex_all_from_workspace(workspace)
     assert stats.indexed == 6
     assert await index.aindex_from_string("MEMORY.md", "- Anna moved to Paris.") == 1
-    hits = await index.asearch("Where did Anna move? Paris?")
+    hits = await index.asearch("Where did Anna move? Paris?", snippets=False)
     assert hits[0].content == "- Anna moved to Paris."
 
 

@@ -49,22 +49,22 @@ def index(tmp_path: Path) -> Iterator[MemoryIndex]:
     ],
 )
 def test_cjk_words_inside_sentences_are_found(index: MemoryIndex, query: str, line: int) -> None:
-    hits = index.search(query)
+    hits = index.search(query, snippets=False)
     assert hits, query
     assert hits[0].line_number == line
 
 
 def test_a_single_character_at_the_end_of_a_run_is_found(index: MemoryIndex) -> None:
-    assert [h.line_number for h in index.search("差")] == [1]
-    assert [h.line_number for h in index.search("白")] == [3]
+    assert [h.line_number for h in index.search("差", snippets=False)] == [1]
+    assert [h.line_number for h in index.search("白", snippets=False)] == [3]
 
 
 def test_a_cjk_word_that_is_absent_finds_nothing(index: MemoryIndex) -> None:
-    assert index.search("广州") == []
+    assert index.search("广州", snippets=False) == []
 
 
 def test_half_width_and_full_width_forms_match(tmp_path: Path) -> None:
     with MemoryIndex(tmp_path / "w") as index:
         index.index_from_string("MEMORY.md", "- ｶﾀｶﾅの名前はテスト\n- ABC社で働く\n")
-        assert [h.line_number for h in index.search("カタカナ")] == [1]
-        assert [h.line_number for h in index.search("ＡＢＣ")] == [2]  # noqa: RUF001
+        assert [h.line_number for h in index.search("カタカナ", snippets=False)] == [1]
+        assert [h.line_number for h in index.search("ＡＢＣ", snippets=False)] == [2]  # noqa: RUF001

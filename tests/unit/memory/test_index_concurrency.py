@@ -24,7 +24,7 @@ def test_a_second_process_searches_while_the_first_writes(tmp_path: Path) -> Non
             index = MemoryIndex({str(tmp_path)!r}).open()
             searches, deadline = 0, time.monotonic() + 0.8
             while time.monotonic() < deadline:
-                hits = index.search("alpha beta", limit=50)
+                hits = index.search("alpha beta", limit=50, snippets=False)
                 words = {{h.content.split()[1] for h in hits}}
                 if len(hits) != 20 or len(words) != 1:
                     sys.exit(f"torn read: {{len(hits)}} hits, words {{words}}")
@@ -52,11 +52,11 @@ def test_two_instances_on_one_database_see_each_others_writes(tmp_path: Path) ->
     with MemoryIndex(tmp_path) as first, MemoryIndex(tmp_path) as second:
         first.index_from_string("memory/2026-01-01.md", "- written by the first\n")
         second.index_from_string("memory/2026-01-02.md", "- written by the second\n")
-        assert {h.path for h in first.search("written", limit=5)} == {
+        assert {h.path for h in first.search("written", limit=5, snippets=False)} == {
             "memory/2026-01-01.md",
             "memory/2026-01-02.md",
         }
-        assert len(second.search("first")) == 1
+        assert len(second.search("first", snippets=False)) == 1
 
 
 def test_two_instances_writing_at_once_lose_nothing(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_two_instances_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     with MemoryIndex(tmp_path) as index:
-        assert len(index.search("wrote", limit=100)) == 60
+        assert len(index.search("wrote", limit=100, snippets=False)) == 60
 
 
 def test_one_instance_is_safe_to_share_between_threads(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_one_instance_is_safe_to_share_between_threads(tmp_path: Path) -> None:
         def search() -> None:
             try:
                 while time.monotonic() < stop:
-                    assert len(index.search("alpha beta", limit=50)) == 20
+                    assert len(index.search("alpha beta", limit=50, snippets=False)) == 20
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 

@@ -61,8 +61,8 @@ def test_the_test_embedder_is_an_embedder() -> None:
 def test_vectors_find_a_line_that_shares_no_word_with_the_query(tmp_path: Path) -> None:
     with MemoryIndex(tmp_path, embedder=BagOfWords()) as index:
         index.index_from_string("MEMORY.md", "- Parked the car on level 3.\n- Bought bread.\n")
-        assert MemoryIndex(tmp_path / "plain").open().search("automobile") == []
-        hits = index.search("automobile")
+        assert MemoryIndex(tmp_path / "plain").open().search("automobile", snippets=False) == []
+        hits = index.search("automobile", snippets=False)
         assert hits[0].content == "- Parked the car on level 3."
         assert _vector_count(tmp_path) == 2
 
@@ -74,10 +74,12 @@ def test_every_keyword_hit_survives_fusion(tmp_path: Path) -> None:
         index.index_from_string("MEMORY.md", "\n".join(similar + keyword) + "\n")
         plain = MemoryIndex(tmp_path / "plain").open()
         plain.index_from_string("MEMORY.md", "\n".join(similar + keyword) + "\n")
-        keyword_only = [h.content for h in plain.search("zebra alpha beta gamma delta", limit=3)]
-        fused = index.search("zebra alpha beta gamma delta", limit=10)
+        keyword_only = [
+            h.content for h in plain.search("zebra alpha beta gamma delta", limit=3, snippets=False)
+        ]
+        fused = index.search("zebra alpha beta gamma delta", limit=10, snippets=False)
         assert {h.content for h in fused} >= set(keyword_only)
-        zebra = [h.content for h in index.search("zebra", limit=10)]
+        zebra = [h.content for h in index.search("zebra", limit=10, snippets=False)]
         assert set(keyword) <= set(zebra)
         assert all(a.rank >= b.rank for a, b in itertools.pairwise(fused))
 
@@ -87,9 +89,12 @@ def test_fusion_respects_user_scopes(tmp_path: Path) -> None:
         index.index_from_string("users/bob/MEMORY.md", "- bob parked the car\n")
         index.index_from_string("users/alice/MEMORY.md", "- alice parked the car\n")
         index.index_from_string("MEMORY.md", "- shared bread\n")
-        paths = {h.path for h in index.search("automobile", limit=10, user_id="alice")}
+        paths = {
+            h.path for h in index.search("automobile", limit=10, user_id="alice", snippets=False)
+        }
         assert paths == {"users/alice/MEMORY.md"}  # not bob's, not the calls' without a user
-        assert {h.path for h in index.search("automobile", limit=10)} == {"MEMORY.md"}
+        shared = index.search("automobile bread", limit=10, snippets=False)
+        assert {h.path for h in shared} == {"MEMORY.md"}
 
 
 def test_rows_written_without_an_embedder_get_vectors_at_the_next_full_index(
@@ -103,7 +108,7 @@ def test_rows_written_without_an_embedder_get_vectors_at_the_next_full_index(
         stats = index.index_all_from_workspace(workspace)
         assert (stats.indexed, stats.embedded) == (0, 2)
         assert _vector_count(tmp_path) == 2
-        assert index.search("vehicle")[0].content == "- parked the car"
+        assert index.search("vehicle", snippets=False)[0].content == "- parked the car"
 
 
 def test_another_embedder_replaces_the_stored_vectors(tmp_path: Path, workspace: Path) -> None:
@@ -113,7 +118,7 @@ def test_another_embedder_replaces_the_stored_vectors(tmp_path: Path, workspace:
     with MemoryIndex(tmp_path, embedder=BagOfWords(48, "large")) as index:
         assert _vector_count(tmp_path) == 0
         assert index.index_all_from_workspace(workspace).embedded == 1
-        assert index.search("automobile")[0].content == "- parked the car"
+        assert index.search("automobile", snippets=False)[0].content == "- parked the car"
 
 
 def test_a_failing_embedder_writes_nothing_and_keeps_the_old_rows(tmp_path: Path) -> None:
@@ -123,7 +128,9 @@ def test_a_failing_embedder_writes_nothing_and_keeps_the_old_rows(tmp_path: Path
         with pytest.raises(RuntimeError, match="embedding service down"):
             index.index_from_string("MEMORY.md", "- new fact about chess\n")
         index.embedder = BagOfWords()
-        assert [h.content for h in index.search("sailing")] == ["- old fact about sailing"]
+        assert [h.content for h in index.search("sailing", snippets=False)] == [
+            "- old fact about sailing"
+        ]
         assert index.index_from_string("MEMORY.md", "- new fact about chess\n") == 1
 
 

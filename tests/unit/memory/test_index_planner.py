@@ -31,8 +31,8 @@ def test_rare_clauses_are_ranked_by_bm25_and_frequent_ones_add_their_idf(
     )
     sql, params = index.search_sql("Anna dentist?")
     assert sql == _search.BM25_SQL
-    assert params["query"] == '({content cjk context} : "anna")'
-    hits = index.search("Anna dentist?")
+    assert params["query"] == '(({content cjk context} : "anna") OR (near : "anna"))'
+    hits = index.search("Anna dentist?", snippets=False)
     assert hits[0].content == "- Anna booked the dentist"
     assert hits[1].content == "- Anna has a cat"
 
@@ -47,11 +47,11 @@ def test_when_every_clause_is_frequent_the_newest_rows_holding_the_rarest_pair_c
     sql, params = index.search_sql("dentist appointment")
     assert sql == _search.NEWEST_SQL
     assert params["query"] in (
-        f'(({{content cjk context}} : "{a}") AND ({{content cjk context}} : "{b}")) '
-        'AND (scope : ("u"))'
+        f'((({{content cjk context}} : "{a}") OR (near : "{a}")) '
+        f'AND (({{content cjk context}} : "{b}") OR (near : "{b}"))) AND (scope : ("u"))'
         for a, b in (("appointment", "dentist"), ("dentist", "appointment"))
     )
-    hits = index.search("dentist appointment", limit=4)
+    hits = index.search("dentist appointment", limit=4, snippets=False)
     assert [h.content for h in hits] == [
         "- dentist appointment moved to June",
         "- dentist appointment in May",
@@ -63,11 +63,11 @@ def test_when_every_clause_is_frequent_the_newest_rows_holding_the_rarest_pair_c
 def test_frequent_clauses_still_prefer_rows_with_more_of_the_query(index: MemoryIndex) -> None:
     lines = [f"- dentist appointment {i}" for i in range(12)]
     index.index_from_string("MEMORY.md", _lines("- dentist appointment with Maria", *lines))
-    assert index.search("Maria dentist appointment")[0].content == (
+    assert index.search("Maria dentist appointment", snippets=False)[0].content == (
         "- dentist appointment with Maria"
     )
     index.index_from_string("memory/more.md", _lines(*[f"- Maria {i}" for i in range(12)]))
-    hits = index.search("Maria dentist appointment")
+    hits = index.search("Maria dentist appointment", snippets=False)
     assert hits[0].content == "- dentist appointment with Maria"
 
 
@@ -76,11 +76,13 @@ def test_the_newest_rows_are_those_the_searcher_may_see(index: MemoryIndex) -> N
     index.index_from_string(
         "users/bob/MEMORY.md", _lines(*[f"- bob wifi code {i}" for i in range(300)])
     )
-    shared = index.search("wifi code", limit=8)
+    shared = index.search("wifi code", limit=8, snippets=False)
     assert len(shared) == 8
     assert all(h.path == "MEMORY.md" for h in shared)
-    assert index.search("wifi code", limit=50, user_id="alice") == []  # no row of hers
-    bob = index.search("wifi code", limit=3, user_id="bob")
+    assert (
+        index.search("wifi code", limit=50, user_id="alice", snippets=False) == []
+    )  # no row of hers
+    bob = index.search("wifi code", limit=3, user_id="bob", snippets=False)
     assert [h.content for h in bob] == [
         "- bob wifi code 299",
         "- bob wifi code 298",
@@ -90,7 +92,7 @@ def test_the_newest_rows_are_those_the_searcher_may_see(index: MemoryIndex) -> N
 
 def test_a_single_frequent_word_returns_its_newest_lines(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", _lines(*[f"- coffee note {i}" for i in range(30)]))
-    assert [h.content for h in index.search("coffee", limit=2)] == [
+    assert [h.content for h in index.search("coffee", limit=2, snippets=False)] == [
         "- coffee note 29",
         "- coffee note 28",
     ]
