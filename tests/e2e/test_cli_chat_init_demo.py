@@ -358,7 +358,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     )
     assert "42.2" not in (root / "MEMORY.md").read_text(encoding="utf-8")
     assert (root / "users/ada/memory/.consolidation_state").is_file()
-    # 5. memory_search found the fact, shown as the agent sees it: each hit is the line it
+    # 5. memory_search found the fact, shown as the agent sees it: each hit is the lines it
     # names, verbatim (paths are relative to ada's namespace).
     found = section_text(stdout, 5)
     assert re.search(r"Found \d+ matches", found), found
@@ -367,15 +367,17 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert "42.2 km" in found
     heading, *hits = panel_lines(stdout, 5)
     assert heading == f"Found {len(hits)} matches:"
-    for hit in hits:
-        match = re.fullmatch(r"Source: (\S+)#(\d+): (.*)", hit)
+    for hit in hits:  # the panel shows a snippet's lines joined by spaces
+        match = re.fullmatch(r"Source: (\S+)#L(\d+)(?:-L(\d+))? (.*)", hit)
         assert match, hit
-        path, number = root / "users/ada" / match[1], int(match[2])
-        line = path.read_text(encoding="utf-8").splitlines()[number - 1]
-        if path.suffix == ".jsonl":  # a transcript entry: one of its content's lines
-            assert match[3] in json.loads(line)["content"].splitlines(), hit
+        path, first = root / "users/ada" / match[1], int(match[2])
+        last = int(match[3] or first)
+        lines = path.read_text(encoding="utf-8").splitlines()[first - 1 : last]
+        if path.suffix == ".jsonl":  # transcript entries: lines of their contents
+            shown = [t for entry in lines for t in json.loads(entry)["content"].splitlines()]
+            assert match[4] in " ".join(t.strip() for t in shown if t.strip()), hit
         else:
-            assert match[3] == line.strip(), hit
+            assert match[4] == " ".join(t.strip() for t in lines if t.strip()), hit
     # 7. The subagent ran in the background; its task record and result are in ada's
     # namespace, and the agent was told about it once, at its next step.
     (record_file,) = (root / "users/ada/agents/guide/tasks").glob("task_*.json")

@@ -45,7 +45,7 @@ T = TypeVar("T")
 
 Hit = dict[str, Any]
 
-HIT_KEYS: Final = {"path", "line_number", "content", "rank"}
+HIT_KEYS: Final = {"path", "line_number", "last_line", "content", "rank"}
 
 ANNA_FACT: Final = "- Anna moved to Berlin in March 2026."
 ANNA_QUESTION: Final = "When did Anna move to Berlin?"
@@ -89,6 +89,7 @@ def hits_of(result: Result) -> list[Hit]:
         assert isinstance(hit["path"], str)
         assert isinstance(hit["line_number"], int)
         assert hit["line_number"] >= 1
+        assert hit["last_line"] >= hit["line_number"]
         assert isinstance(hit["content"], str)
         assert isinstance(hit["rank"], float)
     ranks = [hit["rank"] for hit in hits]
@@ -211,6 +212,7 @@ FINDS_ANNA: Final = (
 @dataclass(frozen=True)
 class Searches:
     run: AnnaRun
+    alice_snippets: Result
     alice_json: Result
     bob_json: Result
     alice_text: Result
@@ -222,17 +224,22 @@ def searches(run: AnnaRun) -> Searches:
     def search(*args: str, env: Mapping[str, str] | None = None) -> Callable[[], Result]:
         return lambda: run.cli.run("memory", "search", *args, "-w", run.workspace, env=env)
 
-    calls = [
+    calls = [  # one line per hit (--lines), but for the first: snippets, the default
         search(ANNA_QUESTION, "--user", "alice", "--json"),
-        search(ANNA_QUESTION, "--user", "bob", "--json"),
+        search(ANNA_QUESTION, "--user", "alice", "--json", "--lines"),
+        search(ANNA_QUESTION, "--user", "bob", "--json", "--lines"),
         # Wide enough that the table cells are not cut, so the row can be read back.
-        search(ANNA_QUESTION, "--user", "alice", env={"COLUMNS": "250"}),
+        search(ANNA_QUESTION, "--user", "alice", "--lines", env={"COLUMNS": "250"}),
         search(ANNA_QUESTION, "--user", "bob"),
-        *(search(query, "--user", "alice", "--json") for query in HOSTILE_QUERIES.values()),
+        *(
+            search(query, "--user", "alice", "--json", "--lines")
+            for query in HOSTILE_QUERIES.values()
+        ),
     ]
-    alice_json, bob_json, alice_text, bob_text, *hostile = run_all(calls)
+    alice_snippets, alice_json, bob_json, alice_text, bob_text, *hostile = run_all(calls)
     return Searches(
         run,
+        alice_snippets,
         alice_json,
         bob_json,
         alice_text,
@@ -265,7 +272,7 @@ def indexing(root: Path) -> Indexing:
         return run.cli.run("memory", *args, "-w", ws)
 
     def search() -> Result:
-        return cmd("search", ANNA_QUESTION, "--user", "alice", "--json")
+        return cmd("search", ANNA_QUESTION, "--user", "alice", "--json", "--lines")
 
     files = len(indexable(ws))
     first, second = cmd("index"), cmd("index")
@@ -473,7 +480,7 @@ def maintenance(root: Path) -> Maintenance:
     set_age(write(sessions / "sessions.json", '{"sessions": {}, "version": 1}\n'), 200)
 
     def search(query: str) -> Result:
-        return cli.run("memory", "search", query, "-w", ws, "--user", "alice", "--json")
+        return cli.run("memory", "search", query, "-w", ws, "--user", "alice", "--json", "--lines")
 
     before = search("tomatoes garden")
     result = cli.run("memory", "maintain", "-w", ws)
@@ -687,6 +694,7 @@ def test_search_json_finds_the_flushed_line_first(started: Started) -> None:
     assert hits[0] == {
         "path": f"users/alice/memory/{log.name}",
         "line_number": lines.index(ANNA_FACT) + 1,
+        "last_line": lines.index(ANNA_FACT) + 1,
         "content": ANNA_FACT,
         "rank": hits[0]["rank"],
     }
@@ -695,6 +703,16 @@ def test_search_json_finds_the_flushed_line_first(started: Started) -> None:
     for hit in hits:
         assert hit["path"].startswith("users/alice/"), hit
         assert line_at(run.workspace, hit) == hit["content"] or hit["path"].endswith(".jsonl")
+
+
+def test_search_json_returns_snippets_with_their_line_range(started: Started) -> None:
+    found = started.searches.result()
+    hits = hits_of(found.alice_snippets)
+    best = next(hit for hit in hits if ANNA_FACT in hit["content"].split("\n"))
+    lines = (found.run.workspace / best["path"]).read_text(encoding="utf-8").splitlines()
+    span = lines[best["line_number"] - 1 : best["last_line"]]
+    assert best["content"] == "\n".join(line.strip() for line in span if line.strip())
+    assert sum(len(hit["content"]) for hit in hits) <= 300 * 10  # the default budget
 
 
 def test_search_for_another_user_finds_nothing_of_alices(started: Started) -> None:
@@ -715,9 +733,13 @@ def test_search_text_output_is_a_table_of_hits(started: Started) -> None:
         for line in result.stdout.splitlines()
         if line.startswith(("│", "┃"))
     ]
-    assert rows[0] == ["path", "line", "content", "rank"]
+    assert rows[0] == ["path", "lines", "content", "rank"]
     first = hits_of(found.alice_json)[0]
-    assert rows[1][:3] == [first["path"], str(first["line_number"]), first["content"]]
+    span = f"{first['line_number']}-{first['last_line']}"
+    if first["line_number"] == first["last_line"]:
+        span = str(first["line_number"])
+    assert rows[1][:2] == [first["path"], span]
+    assert rows[1][2] in first["content"]  # a cell shows the first line of a snippet
     assert len(rows) == 1 + len(hits_of(found.alice_json))
 
 

@@ -135,6 +135,9 @@ def search_command(
         int, typer.Option("--limit", "-n", min=1, max=200, help="How many hits.")
     ] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
+    lines: Annotated[
+        bool, typer.Option("--lines", help="One line per hit instead of snippets of lines.")
+    ] = False,
 ) -> None:
     """Search long-term memory as the agent's memory_search does, for one user."""
 
@@ -143,9 +146,15 @@ def search_command(
             opened_workspace(workspace, store) as manager,
             _caught_up_index(manager) as (index, _),
         ):
-            hits = await index.asearch(query, limit, user_id=user)
+            hits = await index.asearch(query, limit, user_id=user, snippets=not lines)
         return [
-            {"path": h.path, "line_number": h.line_number, "content": h.content, "rank": h.rank}
+            {
+                "path": h.path,
+                "line_number": h.line_number,
+                "last_line": h.last_line,
+                "content": h.content,
+                "rank": h.rank,
+            }
             for h in hits
         ]
 
@@ -156,12 +165,12 @@ def search_command(
     if not hits:
         out.print(f"No matching memories found for: {query}", **PLAIN)
         return
-    table = Table("path", "line", "content", "rank")
+    table = Table("path", "lines", "content", "rank")
     table.columns[0].overflow = "fold"  # a path is shown whole, folded if it must be
     for hit in hits:
-        table.add_row(
-            str(hit["path"]), str(hit["line_number"]), str(hit["content"]), f"{hit['rank']:.3g}"
-        )
+        first, last = hit["line_number"], hit["last_line"]
+        span = f"{first}" if first == last else f"{first}-{last}"
+        table.add_row(str(hit["path"]), span, str(hit["content"]), f"{hit['rank']:.3g}")
     out.print(table)
 
 

@@ -149,7 +149,7 @@ def _guidance(
             "## Memory Recall\n"
             "Before answering about earlier work, decisions, dates, people or preferences, run "
             f"memory_search over MEMORY.md, memory/*.md and past conversations{get}. "
-            "Cite what you use as `Source: <path#line>`."
+            "Cite what you use as memory_search shows it: `Source: <path>#L<line>`."
         )
     persistence = []
     if "memory_save" in tools:

@@ -48,6 +48,7 @@ __all__ = [
     "MAX_ROW_CHARS",
     "MIGRATIONS",
     "NEAR_CHARS",
+    "STOP_WORDS",
     "TOKENIZER",
     "Pending",
     "Row",
@@ -85,6 +86,24 @@ between words (Korean has spaces, but particles attach to nouns, so it needs big
 _CJK_RUN: Final = re.compile(f"[{CJK_CHARS}]+")
 _LATIN_WORD: Final = f"(?:(?![{CJK_CHARS}])[^\\W_])+"
 _GLUED: Final = re.compile(f"(?<=[{CJK_CHARS}]){_LATIN_WORD}|{_LATIN_WORD}(?=[{CJK_CHARS}])")
+STOP_WORDS: Final = frozenset(
+    str.split(
+        """
+        a about above after again against all am an and any are aren as at be because been before
+        being below between both but by can cannot could couldn d did didn do does doesn doing don
+        down during each even ever few for from further had hadn has hasn have haven having he her
+        here hers herself him himself his how i if in into is isn it its itself just ll m me might
+        more most must mustn my myself no nor not now of off on once only or other ought our ours
+        ourselves out over own re s same shan she should shouldn so some such t than that the their
+        theirs them themselves then there these they this those through to too under until up us ve
+        very was wasn we were weren what whats when where which while who whom whose why will with
+        won would wouldn y you your yours yourself yourselves tell remind recall remember know does
+        anything something please again also
+        """
+    )
+)
+"""Question and function words that say nothing about which line answers."""
+
 NEAR_CHARS: Final = 300
 """At most this many characters of each line go into a row's ``near`` column."""
 
@@ -191,19 +210,24 @@ def _append(
         pieces.append((number, piece, grams, context, speaker, section))
 
 
+def _near_words(content: str) -> list[str]:
+    """The words of a line a query can look for (no stop words: a query never does)."""
+    words = _LABEL_WORD.findall(content[:NEAR_CHARS].casefold())
+    return [w for w in words if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+
+
 def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
     """Rows whose ``near`` holds the words of the piece and of its neighbours in its section."""
+    words = [_near_words(piece[1]) if piece[5] >= 0 else [] for piece in pieces]
     rows: list[Row] = []
     last = len(pieces) - 1
     for i, (number, content, grams, context, speaker, section) in enumerate(pieces):
-        near = ""
-        if section >= 0:
-            before = pieces[i - 1] if i > 0 and pieces[i - 1][5] == section else None
-            after = pieces[i + 1] if i < last and pieces[i + 1][5] == section else None
-            window = (before, pieces[i], after)
-            text = " ".join(p[1][:NEAR_CHARS] for p in window if p is not None)
-            near = " ".join(dict.fromkeys(_LABEL_WORD.findall(text.casefold())))
-        rows.append((number, content, grams, context, near, speaker))
+        near = words[i]
+        if i > 0 and pieces[i - 1][5] == section:
+            near = words[i - 1] + near
+        if i < last and pieces[i + 1][5] == section:
+            near = near + words[i + 1]
+        rows.append((number, content, grams, context, " ".join(dict.fromkeys(near)), speaker))
     return rows
 
 

@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from harness.memory._fts import CJK_CHARS
+from harness.memory._fts import CJK_CHARS, STOP_WORDS
 
 
 def _words(text: str) -> list[str]:
@@ -46,23 +46,6 @@ _OR_NEAR: Final = " OR (near : "
 _TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
 _HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
 
-STOP_WORDS: Final = frozenset(
-    _words(
-        """
-        a about above after again against all am an and any are aren as at be because been before
-        being below between both but by can cannot could couldn d did didn do does doesn doing don
-        down during each even ever few for from further had hadn has hasn have haven having he her
-        here hers herself him himself his how i if in into is isn it its itself just ll m me might
-        more most must mustn my myself no nor not now of off on once only or other ought our ours
-        ourselves out over own re s same shan she should shouldn so some such t than that the their
-        theirs them themselves then there these they this those through to too under until up us ve
-        very was wasn we were weren what whats when where which while who whom whose why will with
-        won would wouldn y you your yours yourself yourselves tell remind recall remember know does
-        anything something please again also
-        """
-    )
-)
-"""Question and function words that say nothing about which line answers."""
 
 _CJK_STOP_GRAMS: Final = frozenset(
     _words(

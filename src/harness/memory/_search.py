@@ -34,7 +34,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
-from harness.memory._fts import COLUMNS, FTS_TABLE, TOKENIZER, label_key, scope_token
+from harness.memory._fts import (
+    COLUMNS,
+    FTS_TABLE,
+    STOP_WORDS,
+    TOKENIZER,
+    label_key,
+    scope_token,
+)
 from harness.memory._query import all_of, analyze, any_of, own_part, without
 
 __all__ = [
@@ -218,8 +225,10 @@ def terms(conn: sqlite3.Connection, query: str, owner: str) -> tuple[list[str], 
     ]
     if not labels:
         return clauses, []
-    rest = analyze(without(query, labels))
-    return (rest, labels) if rest else (clauses, [])
+    rest = without(query, labels)
+    if all(word in STOP_WORDS for word in label_key(rest).split()):
+        return clauses, []  # only question words would be left
+    return analyze(rest), labels
 
 
 def favour_speakers(conn: sqlite3.Connection, hits: list[Hit], labels: Sequence[str]) -> list[Hit]:

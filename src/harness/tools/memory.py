@@ -54,11 +54,13 @@ class MemoryTools:
     async def memory_search(self, query: str, ctx: RuntimeContext, limit: int | None = None) -> str:
         """Search long-term memory: MEMORY.md, the daily logs and past conversations.
 
-        Ask in plain words ("when did Anna move to Berlin"); any language works.
+        Ask in plain words ("when did Anna move to Berlin"); any language works. Each match
+        is a few consecutive lines under `Source: <path>#L<first>-L<last>`; read around it
+        with memory_get.
 
         Args:
             query: What to look for.
-            limit: How many lines to return (default 10, at most 50).
+            limit: How many matches to return (default 10, at most 50).
         """
         if not query.strip():
             return "No query provided"
@@ -72,13 +74,16 @@ class MemoryTools:
                 found = await index.asearch(query, count, user_id=ctx.user_id)
             except HarnessError as exc:  # the message names the index and what to do
                 return f"Error: {exc}"
-            hits = [(self._relative(h.path, ctx), h.line_number, h.content) for h in found]
+            hits = [
+                (self._relative(h.path, ctx), h.line_number, h.last_line, h.content)
+                for h in found
+            ]
         else:
-            hits = await self._scan(query, count, ctx)
+            hits = [(path, n, n, line) for path, n, line in await self._scan(query, count, ctx)]
         if not hits:
             return f"No matching memories found for: {query}"
-        lines = [f"Source: {path}#{number}: {content}" for path, number, content in hits]
-        return f"Found {len(hits)} matches:\n\n" + "\n".join(lines)
+        blocks = [f"Source: {_cite(path, a, b)}\n{text}" for path, a, b, text in hits]
+        return f"Found {len(hits)} matches:\n\n" + "\n\n".join(blocks)
 
     async def memory_get(
         self,
@@ -182,6 +187,11 @@ class MemoryTools:
                     scored.append((score, rel, number, line.strip()))
         scored.sort(key=lambda hit: -hit[0])
         return [(rel, number, line) for _, rel, number, line in scored[:limit]]
+
+
+def _cite(path: str, first: int, last: int) -> str:
+    """How a match is cited: ``path#L3`` for one line, ``path#L3-L5`` for several."""
+    return f"{path}#L{first}" if last <= first else f"{path}#L{first}-L{last}"
 
 
 def add_bullet(text: str, section: str, fact: str) -> str:

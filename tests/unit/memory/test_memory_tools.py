@@ -32,7 +32,7 @@ async def test_search_without_index_scans_the_users_files(workspace: Path) -> No
     seed(workspace)
     out = await tools(workspace).memory_search("green tea", ANN)
     assert out.startswith(
-        "Found 1 matches:\n\nSource: memory/2026-03-01.md#3: - Ann likes green tea."
+        "Found 1 matches:\n\nSource: memory/2026-03-01.md#L3\n- Ann likes green tea."
     )
     assert "Bob" not in out
     assert await tools(workspace).memory_search("   ", ANN) == "No query provided"
