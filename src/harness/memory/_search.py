@@ -9,10 +9,13 @@ common words at a million lines would cost hundreds of milliseconds, so a query 
 2. The rarest clauses whose frequencies add up to at most ``RANK_BUDGET`` are OR'ed and ranked
    by ``bm25()``: exact BM25 over those clauses. This is the whole query in a small index.
 3. If even the rarest clause is more frequent than that, the candidates are the newest visible
-   rows holding the two rarest clauses (then the rarest alone), and ranking comes from step 4.
+   rows holding the two rarest clauses in their own text (then the rarest alone), and ranking
+   comes from step 4. (Their own text only: with the neighbours' words each posting list is
+   three times as long, and intersecting two long lists is what this step costs.)
 4. Clauses left out of the ``bm25()`` expression add their idf to each candidate that holds
-   them. Which candidates hold a clause is asked of a small in-memory FTS5 table of just the
-   candidates (same tokenizer, same columns), so the answer is exactly FTS5's.
+   them (``NEAR_WEIGHT`` of it when only a neighbour holds it). Which candidates hold a clause
+   is asked of a small in-memory FTS5 table of just the candidates (same tokenizer, same
+   columns), so the answer is exactly FTS5's.
 
 Speaker names are labels, not words. Every line of a person's starts with their name, so in
 "What did Caroline research?" the word "caroline" matches hundreds of lines and drowns the rare
@@ -64,8 +67,8 @@ __all__ = [
     "within",
 ]
 
-RANK_BUDGET: Final = 4000
-"""At most about this many rows are scored by ``bm25()`` per query (about 10 ms)."""
+RANK_BUDGET: Final = 2000
+"""At most about this many rows are scored by ``bm25()`` per query (about 5 ms)."""
 
 LABEL_MIN_ROWS: Final = 3
 """A word is a speaker label once at least this many of the owner's rows start with it."""
@@ -80,7 +83,8 @@ DENSE_WEIGHT: Final = 0.1
 """The weight of the (normalized) vector similarity beside the keyword score's 0.9."""
 
 _CANDIDATES: Final = 50
-_NEWEST_CANDIDATES: Final = 200
+_NEWEST_CANDIDATES: Final = 100
+_PROBE_ROWS: Final = RANK_BUDGET  # exact below: the cost of ranking depends on it
 _LABEL_WORDS: Final = 64  # a pasted paragraph looks for labels among its first words only
 _PROBE: Final = "memory_probe"
 
@@ -122,13 +126,13 @@ def id_range(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
 
 
 def _frequency(conn: sqlite3.Connection, clause: str, low: int, high: int) -> int:
-    """How many rows match ``clause``: exact below RANK_BUDGET, estimated above it."""
+    """How many rows match ``clause``: exact below ``_PROBE_ROWS``, estimated above it."""
     count, oldest = conn.execute(
         f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM {FTS_TABLE} "
         f"WHERE {FTS_TABLE} MATCH ? ORDER BY rowid DESC LIMIT ?)",
-        (clause, RANK_BUDGET),
+        (clause, _PROBE_ROWS),
     ).fetchone()
-    if count < RANK_BUDGET:
+    if count < _PROBE_ROWS:
         return int(count)
     return max(int(count), round(int(count) * (high - low + 1) / (high - int(oldest) + 1)))
 
@@ -148,6 +152,18 @@ def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:
     if not clauses or low is None or high is None:
         return [], []
     ranked = sorted((_frequency(conn, clause, low, high), clause) for clause in clauses)
+    core = _within_budget(ranked)
+    if core:
+        return [(BM25_SQL, any_of(core))], ranked[len(core) :]
+    # Candidates from the lines' own words: the posting lists with the neighbours' are three
+    # times as long, and intersecting two of them is what this query costs.
+    rarest = [own_part(clause) for _, clause in ranked[:2]]
+    pair = [all_of(rarest)] if len(rarest) > 1 else []
+    return [(NEWEST_SQL, within(e, owner)) for e in [*pair, rarest[0]]], ranked
+
+
+def _within_budget(ranked: Sequence[tuple[int, str]]) -> list[str]:
+    """The rarest clauses whose rows add up to at most ``RANK_BUDGET``."""
     core: list[str] = []
     total = 0
     for frequency, clause in ranked:
@@ -155,10 +171,7 @@ def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:
             break
         core.append(clause)
         total += frequency
-    if core:
-        return [(BM25_SQL, any_of(core))], ranked[len(core) :]
-    pair = [all_of([ranked[0][1], ranked[1][1]])] if len(ranked) > 1 else []
-    return [(NEWEST_SQL, within(e, owner)) for e in [*pair, ranked[0][1]]], ranked
+    return core
 
 
 def keyword_hits(

@@ -75,8 +75,7 @@ class MemoryTools:
             except HarnessError as exc:  # the message names the index and what to do
                 return f"Error: {exc}"
             hits = [
-                (self._relative(h.path, ctx), h.line_number, h.last_line, h.content)
-                for h in found
+                (self._relative(h.path, ctx), h.line_number, h.last_line, h.content) for h in found
             ]
         else:
             hits = [(path, n, n, line) for path, n, line in await self._scan(query, count, ctx)]
