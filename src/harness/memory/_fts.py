@@ -36,10 +36,11 @@ import json
 import re
 import sqlite3
 import unicodedata
-from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Final
+
+from harness.memory._files import digest
 
 __all__ = [
     "CJK_CHARS",
@@ -48,17 +49,23 @@ __all__ = [
     "MAX_ROW_CHARS",
     "MIGRATIONS",
     "NEAR_CHARS",
+    "SPARE_ROWS",
     "STOP_WORDS",
     "TOKENIZER",
     "Pending",
     "Row",
+    "Tail",
+    "append_rows",
     "cjk_grams",
+    "count_rows",
     "delete_rows",
     "label_key",
     "rows_for",
     "scope_token",
     "speaker_of",
+    "total_rows",
     "write_rows",
+    "write_tail",
 ]
 
 FTS_TABLE: Final = "memory_lines_fts"
@@ -231,12 +238,12 @@ def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
     return rows
 
 
-def _markdown_rows(rel_path: str, text: str) -> list[Row]:
+def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | None) -> list[Row]:
     day = _date_words(rel_path)
-    context = day
+    context = day if context is None else context
     section = 0
     pieces: list[_Piece] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         line = raw.strip()
         if not line:
             continue
@@ -253,9 +260,9 @@ def _markdown_rows(rel_path: str, text: str) -> list[Row]:
     return _with_neighbours(pieces)
 
 
-def _transcript_rows(text: str) -> list[Row]:
+def _transcript_rows(text: str, first_line: int) -> list[Row]:
     pieces: list[_Piece] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         if not raw.strip():
             continue
         try:
@@ -277,17 +284,30 @@ def _transcript_rows(text: str) -> list[Row]:
     return _with_neighbours(pieces)
 
 
-def rows_for(rel_path: str, text: str) -> list[Row]:
-    """The rows a workspace file becomes (transcripts by entry, everything else by line)."""
+def rows_for(
+    rel_path: str, text: str, *, first_line: int = 1, context: str | None = None
+) -> list[Row]:
+    """The rows a workspace file becomes (transcripts by entry, everything else by line).
+
+    ``text`` may be the end of a file from line ``first_line`` on, ``context`` being the
+    context of the rows above it (see :func:`append_rows`).
+    """
     if rel_path.endswith(".jsonl"):
-        return _transcript_rows(text)
-    return _markdown_rows(rel_path, text)
+        return _transcript_rows(text, first_line)
+    return _markdown_rows(rel_path, text, first_line, context)
 
 
 # --- writing ----------------------------------------------------------------------------
 
-Pending = tuple[str, list[Row], str, int | None, int | None]
-"""A file to (re)write: (path, rows, sha256, size, mtime_ns); size and mtime None if unknown."""
+Pending = tuple[str, list[Row], str, int, int | None, int | None]
+"""A file to (re)write: (path, rows, sha256, characters, size, mtime_ns); size and mtime None
+if unknown."""
+
+SPARE_ROWS: Final = 32
+"""Row ids kept free after a file's rows (at least; half its rows for a bigger file), so the
+lines appended to it later (a flush, a new turn of a transcript) are indexed in place."""
+
+_LAST_ROWS: Final = 64  # the rows read back to find where an appended file starts to differ
 
 _ROWS_OF = (
     "FROM memory_files AS f JOIN memory_lines AS l "
@@ -302,6 +322,12 @@ def delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
     A file's rows are the id range recorded in ``memory_files``, so no index on path is needed.
     """
     batch = (json.dumps(list(paths)),)
+    (gone,) = conn.execute(
+        "SELECT coalesce(sum(rows), 0) FROM memory_files WHERE path IN (SELECT value FROM "
+        "json_each(?))",
+        batch,
+    ).fetchone()
+    count_rows(conn, -gone)
     columns = ", ".join(f"l.{c}" for c in COLUMNS.split(", "))
     conn.execute(
         f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {COLUMNS}) "
@@ -325,40 +351,153 @@ def write_rows(
     whole batch is one delete and one ``INSERT ... SELECT``, never a statement per row or file.
     """
     delete_rows(conn, [path for path, *_ in files])
-    (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_lines").fetchone()
+    (first,) = conn.execute(
+        "SELECT coalesce(max(first_id + capacity), 0) + 1 FROM memory_files"
+    ).fetchone()
     lines: list[tuple[object, ...]] = []
     registry: list[tuple[object, ...]] = []
-    labels: list[tuple[str, str, str, int]] = []
-    for (path, rows, sha, size, mtime), owner in zip(files, owners, strict=True):
-        start = first + len(lines)
-        registry.append((path, owner, size, mtime, sha, start, len(rows)))
+    start = first
+    for (path, rows, sha, chars, size, mtime), owner in zip(files, owners, strict=True):
+        capacity = len(rows) + max(SPARE_ROWS, len(rows) // 2)
+        registry.append((path, owner, size, mtime, sha, start, len(rows), capacity, chars))
         lines += [(start + i, path, owner, *row) for i, row in enumerate(rows)]
-        spoken = Counter(row[5] for row in rows if row[5])
-        labels += [(owner, label, path, count) for label, count in spoken.items()]
+        start += capacity
+    _insert(conn, lines)
+    if vectors is not None:
+        ids = [line[0] for line in lines]
+        conn.executemany(
+            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)", zip(ids, vectors, strict=True)
+        )
+    conn.executemany(
+        "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, first_id, "
+        "rows, capacity, chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        registry,
+    )
+    _count_labels(conn, [path for path, *_ in files])
+    return len(lines)
+
+
+Tail = tuple[int, int, list[Row]]
+"""How a grown file is indexed in place: (its first row id, rows kept, the rows after them)."""
+
+
+def append_rows(
+    conn: sqlite3.Connection, path: str, text: str, sha: str, owner: str
+) -> Tail | None:
+    """The rows of ``text`` that differ from those indexed for ``path``, if only its end does.
+
+    That is so when the text indexed last is the start of ``text`` (lines appended, the last
+    one perhaps extended) and the file's spare row ids hold what was added. The last two lines
+    indexed are indexed again (their neighbours changed), read with the line before them.
+    None when the file must be indexed anew.
+    """
+    known = conn.execute(
+        "SELECT first_id, rows, capacity, chars, sha256, owner FROM memory_files WHERE path = ?",
+        (path,),
+    ).fetchone()
+    if known is None:
+        return None
+    first, count, capacity, chars, old_sha, old_owner = known
+    if old_owner != owner or not 0 < chars < len(text) or digest(text[:chars]) != old_sha:
+        return None
+    last = conn.execute(
+        "SELECT id, line_number, context FROM memory_lines WHERE id >= ? AND id < ? ORDER BY id",
+        (max(first, first + count - _LAST_ROWS), first + count),
+    ).fetchall()
+    numbers = sorted({number for _, number, _ in last})
+    if len(numbers) < 3:
+        return None
+    before, redo = numbers[-3], numbers[-2]  # read from `before`, replaced from `redo` on
+    context = next(c for _, number, c in last if number == before)
+    kept = next(i for i, number, _ in last if number == redo) - first
+    lines = text.split("\n")
+    rows = rows_for(path, "\n".join(lines[before - 1 :]), first_line=before, context=context)
+    tail = [row for row in rows if row[0] >= redo]
+    if kept + len(tail) > capacity:
+        return None
+    return first, kept, tail
+
+
+def write_tail(
+    conn: sqlite3.Connection,
+    path: str,
+    owner: str,
+    tail: Tail,
+    file: tuple[str, int, int | None, int | None],
+    vectors: Sequence[bytes] | None,
+) -> int:
+    """Replace the rows after the kept ones (inside the caller's transaction); rows written."""
+    first, kept, rows = tail
+    sha, chars, size, mtime = file
+    (count,) = conn.execute("SELECT rows FROM memory_files WHERE path = ?", (path,)).fetchone()
+    span = (first + kept, first + count)
+    columns = ", ".join(COLUMNS.split(", "))
+    conn.execute(
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {COLUMNS}) "
+        f"SELECT 'delete', id, {columns} FROM memory_lines WHERE id >= ? AND id < ?",
+        span,
+    )
+    conn.execute("DELETE FROM memory_vectors WHERE id >= ? AND id < ?", span)
+    conn.execute("DELETE FROM memory_lines WHERE id >= ? AND id < ?", span)
+    count_rows(conn, -(count - kept))
+    lines = [(first + kept + i, path, owner, *row) for i, row in enumerate(rows)]
+    _insert(conn, lines)
+    if vectors is not None:
+        ids = [line[0] for line in lines]
+        conn.executemany(
+            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)", zip(ids, vectors, strict=True)
+        )
+    conn.execute(
+        "UPDATE memory_files SET rows = ?, sha256 = ?, chars = ?, size = ?, mtime_ns = ? "
+        "WHERE path = ?",
+        (kept + len(rows), sha, chars, size, mtime, path),
+    )
+    _count_labels(conn, [path])
+    return len(rows)
+
+
+def _insert(conn: sqlite3.Connection, lines: Sequence[tuple[object, ...]]) -> None:
+    """Insert lines and their FTS entries: one statement each (FTS5 flushes per statement)."""
+    if not lines:
+        return
     conn.executemany(
         "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context, near, "
         "speaker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         lines,
     )
-    conn.executemany(
-        "INSERT INTO memory_labels (owner, label, path, rows) VALUES (?, ?, ?, ?)", labels
-    )
-    conn.execute(
+    conn.execute(  # the ids are new, in a range that holds nothing else
         f"INSERT INTO {FTS_TABLE} (rowid, {COLUMNS}) "
-        f"SELECT id, {COLUMNS} FROM memory_lines WHERE id >= ?",
-        (first,),
+        f"SELECT id, {COLUMNS} FROM memory_lines WHERE id >= ? AND id <= ?",
+        (lines[0][0], lines[-1][0]),
     )
-    if vectors is not None:
-        conn.executemany(
-            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
-            [(first + i, blob) for i, blob in enumerate(vectors)],
+    count_rows(conn, len(lines))
+
+
+def _count_labels(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
+    """Recount the speaker labels of ``paths`` from their rows."""
+    batch = (json.dumps(list(paths)),)
+    conn.execute("DELETE FROM memory_labels WHERE path IN (SELECT value FROM json_each(?))", batch)
+    conn.execute(
+        "INSERT INTO memory_labels (owner, label, path, rows) "
+        f"SELECT l.owner, l.speaker, l.path, count(*) {_ROWS_OF} AND l.speaker != '' "
+        "GROUP BY l.path, l.speaker",
+        batch,
+    )
+
+
+def count_rows(conn: sqlite3.Connection, change: int) -> None:
+    """Keep ``memory_meta.rows``, the number of rows: ids have gaps (``SPARE_ROWS``)."""
+    if change:
+        conn.execute(
+            "UPDATE memory_meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'rows'",
+            (change,),
         )
-    conn.executemany(
-        "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, first_id, "
-        "rows) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        registry,
-    )
-    return len(lines)
+
+
+def total_rows(conn: sqlite3.Connection) -> int:
+    """How many rows the index holds (kept by :func:`count_rows`)."""
+    found = conn.execute("SELECT value FROM memory_meta WHERE key = 'rows'").fetchone()
+    return int(found[0]) if found is not None else 0
 
 
 # --- migrations -------------------------------------------------------------------------------
@@ -411,6 +550,10 @@ def _m003_neighbours_and_speakers(conn: sqlite3.Connection) -> None:
         "path TEXT NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (owner, label, path))"
     )
     conn.execute("CREATE INDEX memory_labels_path ON memory_labels (path)")
+    # Each file owns ids [first_id, first_id + capacity): its rows, then room to grow.
+    conn.execute("ALTER TABLE memory_files ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE memory_files ADD COLUMN chars INTEGER NOT NULL DEFAULT 0")
+    conn.execute("INSERT OR REPLACE INTO memory_meta (key, value) VALUES ('rows', '0')")
 
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]

@@ -44,6 +44,7 @@ from harness.memory._fts import (
     TOKENIZER,
     label_key,
     scope_token,
+    total_rows,
 )
 from harness.memory._query import all_of, analyze, any_of, own_part, without
 
@@ -199,8 +200,7 @@ def _add_idf(
     conn: sqlite3.Connection, hits: dict[int, Hit], rest: Sequence[tuple[int, str]]
 ) -> None:
     """Add each left-out clause's BM25 idf to the candidates that hold it."""
-    low, high = id_range(conn)
-    total = (high or 0) - (low or 0) + 1
+    total = max(total_rows(conn), 1)
     conn.execute(f"INSERT INTO temp.{_PROBE} ({_PROBE}) VALUES ('delete-all')")
     conn.execute(
         f"INSERT INTO temp.{_PROBE} (rowid, {COLUMNS}) SELECT id, {COLUMNS} "
@@ -209,6 +209,7 @@ def _add_idf(
     )
     probe = f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?"
     for frequency, clause in rest:
+        frequency = min(frequency, total)  # an estimate may exceed the count
         idf = max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
         own = {row_id for (row_id,) in conn.execute(probe, (own_part(clause),))}
         for (row_id,) in conn.execute(probe, (clause,)):

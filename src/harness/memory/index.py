@@ -56,7 +56,16 @@ from typing import Any, Final, ParamSpec, TypeVar
 from harness.errors import StorageError
 from harness.filesystem._beneath import read_beneath
 from harness.memory._files import digest, owner_of, scan
-from harness.memory._fts import FTS_TABLE, MIGRATIONS, Pending, delete_rows, rows_for, write_rows
+from harness.memory._fts import (
+    FTS_TABLE,
+    MIGRATIONS,
+    Pending,
+    append_rows,
+    delete_rows,
+    rows_for,
+    write_rows,
+    write_tail,
+)
 from harness.memory._search import (
     RANK_BUDGET,
     favour_speakers,
@@ -332,7 +341,10 @@ class MemoryIndex:
             )
         if row is not None and row[0] == sha:
             return 0
-        return self._write([(path, rows_for(path, content), sha, None, None)])
+        grown = self._grown(path, content, sha, None, None)
+        if grown is not None:
+            return grown
+        return self._write([(path, rows_for(path, content), sha, len(content), None, None)])
 
     def remove(self, rel_path: str) -> None:
         """Forget a file's rows."""
@@ -431,8 +443,14 @@ class MemoryIndex:
                 if old is not None and old[2] == sha:
                     touched.append((size, mtime, path))
                     unchanged += 1
+                elif (
+                    old is not None
+                    and (grown := self._grown(path, text, sha, size, mtime)) is not None
+                ):
+                    rows += grown
+                    indexed += 1
                 else:
-                    pending.append((path, rows_for(path, text), sha, size, mtime))
+                    pending.append((path, rows_for(path, text), sha, len(text), size, mtime))
                     pending_rows += len(pending[-1][1])
                     indexed += 1
                     if pending_rows >= _BATCH_ROWS:
@@ -466,11 +484,32 @@ class MemoryIndex:
             conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
             for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
                 conn.execute(f"DELETE FROM {table}")
+            conn.execute("UPDATE memory_meta SET value = '0' WHERE key = 'rows'")
 
     def rebuild(self, workspace: Path) -> IndexStats:
         """Drop every row and index the workspace again (the recovery path for a bad index)."""
         self.clear()
         return self.index_all_from_workspace(workspace)
+
+    def _grown(
+        self, path: str, text: str, sha: str, size: int | None, mtime: int | None
+    ) -> int | None:
+        """Index a file that only grew, in place; the rows written, None to index it anew.
+
+        See ``append_rows``: a flush appending to today's log rewrites a few rows, not all.
+        """
+        owner = owner_of(path)
+        with self._lock, self._snapshot() as conn:
+            tail = append_rows(conn, path, text, sha, owner)
+        if tail is None:
+            return None
+        vectors = None
+        if self.embedder is not None:  # before the transaction: the embedder may be slow
+            vectors = embed_texts(self.embedder, [row[1] for row in tail[2]])
+        with self.atomic() as conn:
+            if append_rows(conn, path, text, sha, owner) != tail:  # another writer was faster
+                return None
+            return write_tail(conn, path, owner, tail, (sha, len(text), size, mtime), vectors)
 
     def _write(self, files: Sequence[Pending]) -> int:
         """Replace the rows of several files in one transaction; returns the rows written."""

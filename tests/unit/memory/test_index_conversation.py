@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.memory._fts import rows_for
+from harness.memory._fts import rows_for, total_rows
 from harness.memory._search import LABEL_MIN_ROWS
 from harness.memory.index import SNIPPET_CHARS, MemoryIndex, SearchHit
 
@@ -215,3 +215,79 @@ def test_snippets_stay_in_budget_and_never_repeat_a_line(
         span = {(hit.path, n) for n, _ in shown if hit.line_number <= n <= hit.last_line}
         assert not span & seen, "a line returned twice"
         seen |= span
+
+
+# --- a file that grows is indexed in place ---------------------------------------------------
+
+
+def _stored(index: MemoryIndex, path: str) -> list[tuple[object, ...]]:
+    conn = index._connection()
+    first, count = conn.execute(
+        "SELECT first_id, rows FROM memory_files WHERE path = ?", (path,)
+    ).fetchone()
+    rows = conn.execute(
+        "SELECT id, line_number, content, cjk, context, near, speaker FROM memory_lines "
+        "WHERE path = ? ORDER BY id",
+        (path,),
+    ).fetchall()
+    assert [row[0] for row in rows] == list(range(first, first + count))  # consecutive ids
+    return [row[1:] for row in rows]
+
+
+_CHAT_LINE = st.one_of(
+    st.tuples(st.sampled_from(["Ann", "Bo"]), _LINE).map(lambda t: f"- {t[0]}: {t[1]}"),
+    _LINE,
+    st.just("## Conversation at noon"),
+    st.just(""),
+    st.just("- " + "long " * 450 + "tea"),  # split into rows
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    start=st.lists(_CHAT_LINE, max_size=25).map("\n".join),
+    added=st.lists(_CHAT_LINE, min_size=1, max_size=8).map("\n".join),
+    newline=st.booleans(),
+    path=st.sampled_from(["memory/2023-05-08.md", "users/ann/MEMORY.md"]),
+)
+def test_appended_lines_leave_the_rows_a_fresh_index_would_have(
+    tmp_path_factory: pytest.TempPathFactory, start: str, added: str, newline: bool, path: str
+) -> None:
+    grown = start + ("\n" if newline else "") + added
+    with MemoryIndex(tmp_path_factory.mktemp("grow")) as index:
+        index.index_from_string(path, start)
+        index.index_from_string("memory/other.md", "- Bo: a file written after it\n")
+        index.index_from_string(path, grown)
+        assert _stored(index, path) == [tuple(row) for row in rows_for(path, grown)]
+        conn = index._connection()
+        (count,) = conn.execute("SELECT count(*) FROM memory_lines").fetchone()
+        assert total_rows(conn) == count  # the row count the idf uses
+
+
+def test_a_transcript_that_grows_is_indexed_in_place(index: MemoryIndex) -> None:
+    def entry(role: str, text: str) -> str:
+        return json.dumps({"type": "message", "role": role, "content": text}) + "\n"
+
+    path = "agents/main/sessions/s.log.jsonl"
+    text = entry("user", "hello there") + entry("assistant", "hi\nhow are you") * 3
+    index.index_from_string(path, text)
+    first = _stored(index, path)
+    grown = text + entry("user", "I bought a kayak")
+    assert index.index_from_string(path, grown) == 5  # the last two entries again, one new
+    assert _stored(index, path) == [tuple(row) for row in rows_for(path, grown)]
+    assert _stored(index, path)[:-5] == first[:-4]
+    assert index.search("kayak", snippets=False)[0].line_number == 5
+
+
+def test_a_file_changed_before_its_end_or_grown_past_its_room_is_indexed_anew(
+    index: MemoryIndex,
+) -> None:
+    path = "memory/2023-05-08.md"
+    text = "".join(f"- Ann: line {i} about tea\n" for i in range(10))
+    index.index_from_string(path, text)
+    edited = text.replace("line 3", "line three") + "- Bo: more\n"
+    assert index.index_from_string(path, edited) == 11  # every row again
+    assert _stored(index, path) == [tuple(row) for row in rows_for(path, edited)]
+    much = edited + "".join(f"- Bo: new line {i}\n" for i in range(100))  # past its spare ids
+    assert index.index_from_string(path, much) == 111
+    assert _stored(index, path) == [tuple(row) for row in rows_for(path, much)]

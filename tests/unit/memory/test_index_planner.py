@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.memory import _search
+from harness.memory._query import analyze
 from harness.memory.index import MemoryIndex
 
 
@@ -97,3 +98,13 @@ def test_a_single_frequent_word_returns_its_newest_lines(index: MemoryIndex) -> 
         "- coffee note 29",
         "- coffee note 28",
     ]
+
+
+def test_a_frequency_estimated_above_the_row_count_adds_the_least_idf(index: MemoryIndex) -> None:
+    index.index_from_string("MEMORY.md", _lines("- Anna has a cat", "- Tom has a dog"))
+    conn = index._connection()
+    hits = {hit[0]: hit for hit in _search.keyword_hits(conn, analyze("cat"), "", 5)}
+    before = {row: hit[4] for row, hit in hits.items()}
+    clause = analyze("dog")[0]
+    _search._add_idf(conn, hits, [(10**9, clause)])  # far more rows than the index holds
+    assert all(0 <= hits[row][4] - before[row] <= 1e-3 for row in hits)
