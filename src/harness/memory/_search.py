@@ -55,6 +55,7 @@ __all__ = [
     "NEAR_WEIGHT",
     "NEWEST_SQL",
     "RANK_BUDGET",
+    "SCOPED_NEWEST_SQL",
     "SPEAKER_BONUS",
     "Hit",
     "Plan",
@@ -85,6 +86,7 @@ DENSE_WEIGHT: Final = 0.1
 
 _CANDIDATES: Final = 50
 _NEWEST_CANDIDATES: Final = 100
+_NEWEST_SCAN: Final = 4  # the newest matches of anyone read, per candidate wanted
 _PROBE_ROWS: Final = RANK_BUDGET  # exact below: the cost of ranking depends on it
 _LABEL_WORDS: Final = 64  # a pasted paragraph looks for labels among its first words only
 _PROBE: Final = "memory_probe"
@@ -102,11 +104,21 @@ WHERE {FTS_TABLE} MATCH :query AND l.owner = :owner
 ORDER BY score DESC, l.id DESC LIMIT :limit"""
 """Rank rows by BM25 (content and cjk weigh 1, context 0.3, the neighbours ``NEAR_WEIGHT``)."""
 
-NEWEST_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content, 0.0 AS score
+NEWEST_SQL: Final = f"""SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :query
+ORDER BY rowid DESC LIMIT :limit"""
+"""The most recently indexed matching rows, anyone's (when every clause is too frequent to
+rank): a bounded scan, kept to the searcher's own rows afterwards."""
+
+SCOPED_NEWEST_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content, 0.0 AS score
 FROM {FTS_TABLE} JOIN memory_lines AS l ON l.id = {FTS_TABLE}.rowid
 WHERE {FTS_TABLE} MATCH :query AND l.owner = :owner
 ORDER BY {FTS_TABLE}.rowid DESC LIMIT :limit"""
-"""The most recently indexed matching rows (when every clause is too frequent to rank)."""
+"""The most recently indexed matching rows of one owner, their scope token in the expression:
+for a searcher whose rows are too few among the newest matches for :data:`NEWEST_SQL`. The
+scope token is in every row of its owner, so this costs more when the others' rows are few."""
+
+_OWN_ROWS_SQL: Final = """SELECT id, path, line_number, content, 0.0 FROM memory_lines
+WHERE id IN (SELECT value FROM json_each(?)) AND owner = ? ORDER BY id DESC LIMIT ?"""
 
 
 def prepare(conn: sqlite3.Connection) -> None:
@@ -160,7 +172,7 @@ def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:
     # times as long, and intersecting two of them is what this query costs.
     rarest = [own_part(clause) for _, clause in ranked[:2]]
     pair = [all_of(rarest)] if len(rarest) > 1 else []
-    return [(NEWEST_SQL, within(e, owner)) for e in [*pair, rarest[0]]], ranked
+    return [(NEWEST_SQL, expression) for expression in [*pair, rarest[0]]], ranked
 
 
 def _within_budget(ranked: Sequence[tuple[int, str]]) -> list[str]:
@@ -188,12 +200,34 @@ def keyword_hits(
     for sql, expression in statements:
         if len(hits) >= wanted:
             break
-        params = {"query": expression, "owner": owner, "limit": wanted}
-        for hit in conn.execute(sql, params):
+        if sql is NEWEST_SQL:
+            found = _newest(conn, expression, owner, wanted)
+        else:
+            params = {"query": expression, "owner": owner, "limit": wanted}
+            found = conn.execute(sql, params).fetchall()
+        for hit in found:
             hits.setdefault(hit[0], hit)
     if rest and hits:
         _add_idf(conn, hits, rest)
     return sorted(hits.values(), key=lambda h: (-h[4], -h[0]))[:limit]
+
+
+def _newest(conn: sqlite3.Connection, expression: str, owner: str, wanted: int) -> list[Hit]:
+    """The newest ``wanted`` rows of ``owner`` matching ``expression``.
+
+    First among the newest matches of anyone (a bounded scan: in a memory mostly the
+    searcher's own, that is all it takes), then, when those held too few of the searcher's,
+    with the scope token in the expression.
+    """
+    scan = _NEWEST_SCAN * wanted
+    newest = [
+        row_id for (row_id,) in conn.execute(NEWEST_SQL, {"query": expression, "limit": scan})
+    ]
+    own: list[Hit] = conn.execute(_OWN_ROWS_SQL, (json.dumps(newest), owner, wanted)).fetchall()
+    if len(own) >= wanted or len(newest) < scan:  # enough, or every match was seen
+        return own
+    params = {"query": within(expression, owner), "owner": owner, "limit": wanted}
+    return conn.execute(SCOPED_NEWEST_SQL, params).fetchall()
 
 
 def _add_idf(

@@ -5,7 +5,8 @@ answer in a conversation, a fact and the line that corrects it). So the ranked r
 returned one by one:
 
 1. Rows are taken in rank order. A row next to one already taken (the same file, the next or
-   previous row) joins its snippet; any other row starts a new one, until there are ``limit``
+   previous row) joins its snippet, and so does a row one line away, with the line between
+   (unless that is a heading); any other row starts a new one, until there are ``limit``
    snippets. A row that would not fit in the budget is passed over; the best row is always
    returned, cut to the budget if it is longer.
 2. What is left of the budget goes to the lines around the snippets, best snippet first, one

@@ -49,8 +49,7 @@ def test_when_every_clause_is_frequent_the_newest_rows_holding_the_rarest_pair_c
     assert sql == _search.NEWEST_SQL
     assert params["query"] in (
         # the candidates hold both in their own text (the lists with neighbours are longer)
-        f'((({{content cjk context}} : "{a}")) AND (({{content cjk context}} : "{b}"))) '
-        'AND (scope : ("u"))'
+        f'(({{content cjk context}} : "{a}")) AND (({{content cjk context}} : "{b}"))'
         for a, b in (("appointment", "dentist"), ("dentist", "appointment"))
     )
     hits = index.search("dentist appointment", limit=4, snippets=False)
@@ -108,3 +107,21 @@ def test_a_frequency_estimated_above_the_row_count_adds_the_least_idf(index: Mem
     clause = analyze("dog")[0]
     _search._add_idf(conn, hits, [(10**9, clause)])  # far more rows than the index holds
     assert all(0 <= hits[row][4] - before[row] <= 1e-3 for row in hits)
+
+
+def test_the_newest_rows_of_a_searcher_outnumbered_by_others_are_still_found(
+    index: MemoryIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_search, "RANK_BUDGET", 10)  # every clause is "frequent"
+    index.index_from_string(
+        "MEMORY.md", _lines(*[f"- wifi code {i} of the house" for i in range(5)])
+    )
+    index.index_from_string(
+        "users/bob/MEMORY.md", _lines(*[f"- bob wifi code {i}" for i in range(600)])
+    )
+    sql, _ = index.search_sql("wifi code")
+    assert sql == _search.NEWEST_SQL
+    hits = index.search("wifi code", limit=5, snippets=False)  # the shared rows: older, fewer
+    assert sorted(h.content for h in hits) == [f"- wifi code {i} of the house" for i in range(5)]
+    bobs = index.search("wifi code", limit=5, user_id="bob", snippets=False)
+    assert {h.path for h in bobs} == {"users/bob/MEMORY.md"}
