@@ -15,11 +15,12 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
 - ``context``: low-weight words about where the line sits — the date of a daily file
   (``March 14 2026``) and the markdown heading above the line — so questions that name a
   date or a topic heading can find lines that do not repeat it;
-- ``near``: the distinct words of the line, the line before and the line after in the same
-  section (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
+- ``near``: for a turn of a conversation (a line with a speaker, see below), the distinct
+  words of the line before and the line after in the same section that the line itself does
+  not hold (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
   conversation the words of a question are often split between a turn and the reply to it
-  ("Where did you go?" / "To Rome!"). Each word once, so a word repeated around a line does
-  not outweigh the line's own text.
+  ("Where did you go?" / "To Rome!"). Other lines (the facts a flush writes, which stand
+  alone) have none, and cost nothing more to index.
 
 Each row also records its *speaker*: the label a log line starts with (``- Caroline: ...``)
 or the role of a transcript message, casefolded. ``memory_labels`` counts them per file, so a
@@ -112,7 +113,7 @@ STOP_WORDS: Final = frozenset(
 """Question and function words that say nothing about which line answers."""
 
 NEAR_CHARS: Final = 300
-"""At most this many characters of each line go into a row's ``near`` column."""
+"""At most this many characters of each neighbour go into a row's ``near`` column."""
 
 _LABEL: Final = re.compile(
     r"(?:[-*+]\s+)?([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2})\s?[:\uff1a]\s"
@@ -224,17 +225,25 @@ def _near_words(content: str) -> list[str]:
 
 
 def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
-    """Rows whose ``near`` holds the words of the piece and of its neighbours in its section."""
-    words = [_near_words(piece[1]) if piece[5] >= 0 else [] for piece in pieces]
+    """The rows of ``pieces``, a turn's ``near`` holding its neighbours' words (see above)."""
+    cache: dict[int, list[str]] = {}
+
+    def words(i: int) -> list[str]:
+        if i not in cache:
+            cache[i] = _near_words(pieces[i][1])
+        return cache[i]
+
     rows: list[Row] = []
     last = len(pieces) - 1
     for i, (number, content, grams, context, speaker, section) in enumerate(pieces):
-        near = words[i]
-        if i > 0 and pieces[i - 1][5] == section:
-            near = words[i - 1] + near
-        if i < last and pieces[i + 1][5] == section:
-            near = near + words[i + 1]
-        rows.append((number, content, grams, context, " ".join(dict.fromkeys(near)), speaker))
+        near = ""
+        if speaker and section >= 0:
+            around = words(i - 1) if i > 0 and pieces[i - 1][5] == section else []
+            if i < last and pieces[i + 1][5] == section:
+                around = around + words(i + 1)
+            own = set(words(i))
+            near = " ".join(w for w in dict.fromkeys(around) if w not in own)
+        rows.append((number, content, grams, context, near, speaker))
     return rows
 
 

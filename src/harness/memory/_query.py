@@ -5,10 +5,10 @@ A question such as "When did Anna move to Berlin?" is cut into words; stop words
 also looks for "bought"), because the ``porter`` stemmer only handles regular endings; and each
 remaining word becomes one *clause*: a quoted phrase restricted to the ``content``, ``cjk``
 (for Latin words written against CJK text) and ``context`` columns, OR the same phrase in the
-``near`` column (the words of the line and of its neighbours). They are separate phrases so
-that each has its own idf: a word in the line's own text keeps the idf of its own rarity, and
-a word found only beside the line is worth less (``near`` holds every word of the line too, so
-the ``near`` phrase is never rarer than the line's own). A run of Chinese, Japanese
+line's *window*, ``{content near}``: the line with its neighbours' words. The two are separate
+phrases, each with its own idf, so a row scores the BM25 of its line plus that of its window;
+the window phrase is never rarer than the line's own, since every line holding a word holds
+it in its window too. A run of Chinese, Japanese
 or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
 (什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character.
 Clauses are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and
@@ -42,7 +42,7 @@ cost of a query stays bounded whatever its length."""
 
 _MAX_WORD: Final = 64
 _LATIN_COLUMNS: Final = "{content cjk context}"
-_OR_NEAR: Final = " OR (near : "
+_OR_NEAR: Final = " OR ({content near} : "
 _TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
 _HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
 
@@ -136,7 +136,7 @@ def analyze(text: str) -> list[str]:
 
 
 def own_part(clause: str) -> str:
-    """The part of a clause that matches the line's own text, without its ``near`` phrase."""
+    """The part of a clause that matches the line's own text, without its window phrase."""
     return clause.partition(_OR_NEAR)[0]
 
 

@@ -13,7 +13,7 @@ common words at a million lines would cost hundreds of milliseconds, so a query 
    comes from step 4. (Their own text only: with the neighbours' words each posting list is
    three times as long, and intersecting two long lists is what this step costs.)
 4. Clauses left out of the ``bm25()`` expression add their idf to each candidate that holds
-   them (``NEAR_WEIGHT`` of it when only a neighbour holds it). Which candidates hold a clause
+   them, once for the line's own text and once for its window. Which candidates hold a clause
    is asked of a small in-memory FTS5 table of just the candidates (same tokenizer, same
    columns), so the answer is exactly FTS5's.
 
@@ -52,7 +52,6 @@ __all__ = [
     "BM25_SQL",
     "DENSE_WEIGHT",
     "LABEL_MIN_ROWS",
-    "NEAR_WEIGHT",
     "NEWEST_SQL",
     "RANK_BUDGET",
     "SCOPED_NEWEST_SQL",
@@ -78,9 +77,6 @@ LABEL_MIN_ROWS: Final = 3
 SPEAKER_BONUS: Final = 0.3
 """What a line of a speaker the query names gains, as a fraction of the best score."""
 
-NEAR_WEIGHT: Final = 0.75
-"""The weight of a word held by a neighbouring line beside one in the line's own text."""
-
 DENSE_WEIGHT: Final = 0.1
 """The weight of the (normalized) vector similarity beside the keyword score's 0.9."""
 
@@ -98,11 +94,15 @@ Plan = tuple[list[tuple[str, str]], list[tuple[int, str]]]
 """(statements to run in order as (SQL, MATCH expression), (frequency, clause) scored later)."""
 
 BM25_SQL: Final = f"""SELECT l.id, l.path, l.line_number, l.content,
-    -bm25({FTS_TABLE}, 1.0, 1.0, 0.3, {NEAR_WEIGHT}, 0.0) AS score
+    -bm25({FTS_TABLE}, 1.0, 1.0, 0.3, 1.0, 0.0) AS score
 FROM {FTS_TABLE} JOIN memory_lines AS l ON l.id = {FTS_TABLE}.rowid
 WHERE {FTS_TABLE} MATCH :query AND l.owner = :owner
 ORDER BY score DESC, l.id DESC LIMIT :limit"""
-"""Rank rows by BM25 (content and cjk weigh 1, context 0.3, the neighbours ``NEAR_WEIGHT``)."""
+"""Rank rows by BM25: content, cjk and near weigh 1, context 0.3, scope 0.
+
+A clause is a phrase of the line's own text and the same phrase of its window, the line with
+its neighbours (see :mod:`harness.memory._query`), so a row's score is the BM25 of the line
+plus that of its window: a word the line holds counts twice, a word beside it once."""
 
 NEWEST_SQL: Final = f"""SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :query
 ORDER BY rowid DESC LIMIT :limit"""
@@ -248,7 +248,7 @@ def _add_idf(
         own = {row_id for (row_id,) in conn.execute(probe, (own_part(clause),))}
         for (row_id,) in conn.execute(probe, (clause,)):
             i, path, line, content, score = hits[row_id]
-            gain = idf if row_id in own else NEAR_WEIGHT * idf  # held by a neighbour only
+            gain = 2 * idf if row_id in own else idf  # the line and its window, or the window
             hits[row_id] = (i, path, line, content, score + gain)
 
 

@@ -45,11 +45,17 @@ def _near(rel: str, text: str) -> dict[int, str]:
 # --- neighbours ---------------------------------------------------------------------------
 
 
-def test_a_line_is_indexed_with_the_words_of_its_neighbours() -> None:
+def test_a_turn_is_indexed_with_the_words_of_its_neighbours() -> None:
     near = _near("memory/2023-05-08.md", CHAT)
-    assert {"support", "brave", "researched"} <= set(near[6].split())
+    assert {"support", "group", "researched"} <= set(near[6].split())
+    assert "brave" not in near[6].split()  # its own words are in its content
     assert "the" not in near[6].split()  # stop words are never looked for
     assert near[1] == near[3] == ""  # headings have none
+
+
+def test_a_line_that_is_not_a_turn_has_no_neighbours_words() -> None:
+    near = _near("MEMORY.md", "- Anna moved to Berlin.\n- Tom lives in Munich.\n")
+    assert set(near.values()) == {""}  # facts stand alone
 
 
 def test_neighbours_do_not_cross_a_heading() -> None:

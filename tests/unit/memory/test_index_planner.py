@@ -32,7 +32,7 @@ def test_rare_clauses_are_ranked_by_bm25_and_frequent_ones_add_their_idf(
     )
     sql, params = index.search_sql("Anna dentist?")
     assert sql == _search.BM25_SQL
-    assert params["query"] == '(({content cjk context} : "anna") OR (near : "anna"))'
+    assert params["query"] == '(({content cjk context} : "anna") OR ({content near} : "anna"))'
     hits = index.search("Anna dentist?", snippets=False)
     assert hits[0].content == "- Anna booked the dentist"
     assert hits[1].content == "- Anna has a cat"
