@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
+from harness.memory import _search
 from harness.memory.embedding import Embedder, SentenceTransformerEmbedder
 from harness.memory.index import INDEX_FILE, MemoryIndex
 
@@ -154,3 +155,16 @@ def test_numpy_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setitem(sys.modules, "numpy", None)
     with pytest.raises(ConfigError, match=r"pip install 'harness\[embeddings\]'"):
         MemoryIndex(tmp_path, embedder=BagOfWords())
+
+
+def test_fusion_weighs_the_keyword_ranking_above_a_vector_only_row(tmp_path: Path) -> None:
+    """Reciprocal-rank fusion put the dense ranking's best row above the second keyword hit."""
+    with MemoryIndex(tmp_path) as index:
+        index.index_from_string("MEMORY.md", "- one\n- two\n- three\n")
+        conn = index._connection()
+        ids = [row_id for (row_id,) in conn.execute("SELECT id FROM memory_lines ORDER BY id")]
+        keyword = [(ids[0], "MEMORY.md", 1, "- one", 10.0), (ids[1], "MEMORY.md", 2, "- two", 5.0)]
+        semantic = [(ids[2], 0.9), (ids[0], 0.1)]
+        fused = _search.fuse(conn, keyword, semantic, 3)
+    assert [hit[0] for hit in fused] == ids  # one, two (keywords), then three (vectors only)
+    assert fused[2][3] == "- three"
