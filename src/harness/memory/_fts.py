@@ -33,6 +33,7 @@ Transcripts (``*.log.jsonl``) contribute only entries of type ``message``; compa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -141,6 +142,7 @@ Row = tuple[int, str, str, str, str, str]
 """One row: (1-based line number in the file, content, cjk bigrams, context, near, speaker)."""
 
 
+@functools.lru_cache(maxsize=4096)  # a log has few speakers, named on every line
 def label_key(text: str) -> str:
     """The form a speaker label is stored and looked up in: casefolded words, one space apart.
 
@@ -218,17 +220,20 @@ def _append(
         pieces.append((number, piece, grams, context, speaker, section))
 
 
-def _near_words(content: str) -> list[str]:
+def _near_words(content: str) -> frozenset[str]:
     """The words of a line a query can look for (no stop words: a query never does)."""
-    words = _LABEL_WORD.findall(content[:NEAR_CHARS].casefold())
-    return [w for w in words if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+    words = frozenset(_LABEL_WORD.findall(content[:NEAR_CHARS].casefold())) - STOP_WORDS
+    return frozenset(w for w in words if len(w) > 1 or w.isdigit())
+
+
+_NONE: Final[frozenset[str]] = frozenset()
 
 
 def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
     """The rows of ``pieces``, a turn's ``near`` holding its neighbours' words (see above)."""
-    cache: dict[int, list[str]] = {}
+    cache: dict[int, frozenset[str]] = {}
 
-    def words(i: int) -> list[str]:
+    def words(i: int) -> frozenset[str]:
         if i not in cache:
             cache[i] = _near_words(pieces[i][1])
         return cache[i]
@@ -238,11 +243,9 @@ def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
     for i, (number, content, grams, context, speaker, section) in enumerate(pieces):
         near = ""
         if speaker and section >= 0:
-            around = words(i - 1) if i > 0 and pieces[i - 1][5] == section else []
-            if i < last and pieces[i + 1][5] == section:
-                around = around + words(i + 1)
-            own = set(words(i))
-            near = " ".join(w for w in dict.fromkeys(around) if w not in own)
+            before = words(i - 1) if i > 0 and pieces[i - 1][5] == section else _NONE
+            after = words(i + 1) if i < last and pieces[i + 1][5] == section else _NONE
+            near = " ".join(sorted((before | after) - words(i)))  # sorted: the same every run
         rows.append((number, content, grams, context, near, speaker))
     return rows
 
