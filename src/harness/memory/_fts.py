@@ -222,8 +222,7 @@ def _append(
 
 def _near_words(content: str) -> frozenset[str]:
     """The words of a line a query can look for (no stop words: a query never does)."""
-    words = frozenset(_LABEL_WORD.findall(content[:NEAR_CHARS].casefold())) - STOP_WORDS
-    return frozenset(w for w in words if len(w) > 1 or w.isdigit())
+    return frozenset(_LABEL_WORD.findall(content[:NEAR_CHARS].casefold())) - STOP_WORDS
 
 
 _NONE: Final[frozenset[str]] = frozenset()
