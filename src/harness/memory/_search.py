@@ -83,7 +83,6 @@ DENSE_WEIGHT: Final = 0.1
 _CANDIDATES: Final = 50
 _NEWEST_CANDIDATES: Final = 100
 _NEWEST_SCAN: Final = 4  # the newest matches of anyone read, per candidate wanted
-_PROBE_ROWS: Final = RANK_BUDGET  # exact below: the cost of ranking depends on it
 _LABEL_WORDS: Final = 64  # a pasted paragraph looks for labels among its first words only
 _PROBE: Final = "memory_probe"
 
@@ -139,13 +138,13 @@ def id_range(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
 
 
 def _frequency(conn: sqlite3.Connection, clause: str, low: int, high: int) -> int:
-    """How many rows match ``clause``: exact below ``_PROBE_ROWS``, estimated above it."""
+    """How many rows match ``clause``: exact below RANK_BUDGET, estimated above it."""
     count, oldest = conn.execute(
         f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM {FTS_TABLE} "
         f"WHERE {FTS_TABLE} MATCH ? ORDER BY rowid DESC LIMIT ?)",
-        (clause, _PROBE_ROWS),
+        (clause, RANK_BUDGET),
     ).fetchone()
-    if count < _PROBE_ROWS:
+    if count < RANK_BUDGET:
         return int(count)
     return max(int(count), round(int(count) * (high - low + 1) / (high - int(oldest) + 1)))
 
