@@ -175,3 +175,22 @@ def test_the_next_start_removes_the_temporary_files_of_killed_writers_only(tmp_p
     assert not stray.exists()
     assert live.exists()
     assert other.exists()
+
+
+def test_a_stopping_signal_after_the_call_ended_still_exits_with_128_plus_it() -> None:
+    """The call has saved everything by then; the process must not die by the signal's default
+    action (the random-moment test above once landed a SIGHUP in that window)."""
+    code = (
+        "import os, signal, time\n"
+        "from harness.cli._common import run_async\n"
+        "async def done():\n"
+        "    return 1\n"
+        "run_async(done())\n"
+        "os.kill(os.getpid(), signal.SIGHUP)\n"
+        "time.sleep(10)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 128 + signal.SIGHUP, result
+    assert "stopped by SIGHUP" in result.stderr

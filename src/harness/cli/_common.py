@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -78,6 +79,22 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
     finally:
         for signum in STOPPING_SIGNALS:
             loop.remove_signal_handler(signum)
+            # From here to the process's exit (the loop's shutdown, the output) the call has
+            # saved all it will; a stop must still exit as one during the call does, not by
+            # the signal's default action.
+            signal.signal(signum, _stopped_late)
+        atexit.register(_ignore_stops_at_exit)  # Python's own exit resets the handlers
+
+
+def _stopped_late(signum: int, _frame: object) -> None:
+    err.print(f"stopped by {signal.Signals(signum).name}; the session keeps every completed turn")
+    raise SystemExit(128 + signum)
+
+
+def _ignore_stops_at_exit() -> None:
+    """Once the command is done, a stop changes nothing: the process ends with its own code."""
+    atexit.unregister(_ignore_stops_at_exit)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
 
 
 def checked_workspace(path: Path | None) -> WorkspaceManager:
