@@ -59,7 +59,6 @@ __all__ = [
     "Tail",
     "append_rows",
     "cjk_grams",
-    "count_rows",
     "delete_rows",
     "label_key",
     "rows_for",
@@ -338,16 +337,26 @@ def delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
         "json_each(?))",
         batch,
     ).fetchone()
-    count_rows(conn, -gone)
-    columns = ", ".join(f"l.{c}" for c in COLUMNS.split(", "))
+    _delete_lines(conn, f"id IN (SELECT l.id {_ROWS_OF})", batch, gone)
+    conn.execute("DELETE FROM memory_labels WHERE path IN (SELECT value FROM json_each(?))", batch)
+
+
+def _delete_lines(
+    conn: sqlite3.Connection, where: str, params: Sequence[object], count: int
+) -> None:
+    """Delete the ``count`` lines ``where`` selects from the FTS table, the vectors and the lines.
+
+    ``where`` is an SQL condition on ``id``, evaluated against ``memory_lines`` before the lines
+    go (an external-content FTS5 table is told the old values of what it deletes).
+    """
     conn.execute(
         f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {COLUMNS}) "
-        f"SELECT 'delete', l.id, {columns} {_ROWS_OF}",
-        batch,
+        f"SELECT 'delete', id, {COLUMNS} FROM memory_lines WHERE {where}",
+        params,
     )
-    conn.execute(f"DELETE FROM memory_vectors WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
-    conn.execute(f"DELETE FROM memory_lines WHERE id IN (SELECT l.id {_ROWS_OF})", batch)
-    conn.execute("DELETE FROM memory_labels WHERE path IN (SELECT value FROM json_each(?))", batch)
+    conn.execute(f"DELETE FROM memory_vectors WHERE {where}", params)
+    conn.execute(f"DELETE FROM memory_lines WHERE {where}", params)
+    _count_rows(conn, -count)
 
 
 def write_rows(
@@ -441,16 +450,7 @@ def write_tail(
     first, kept, rows = tail
     sha, chars, size, mtime = file
     (count,) = conn.execute("SELECT rows FROM memory_files WHERE path = ?", (path,)).fetchone()
-    span = (first + kept, first + count)
-    columns = ", ".join(COLUMNS.split(", "))
-    conn.execute(
-        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, {COLUMNS}) "
-        f"SELECT 'delete', id, {columns} FROM memory_lines WHERE id >= ? AND id < ?",
-        span,
-    )
-    conn.execute("DELETE FROM memory_vectors WHERE id >= ? AND id < ?", span)
-    conn.execute("DELETE FROM memory_lines WHERE id >= ? AND id < ?", span)
-    count_rows(conn, -(count - kept))
+    _delete_lines(conn, "id >= ? AND id < ?", (first + kept, first + count), count - kept)
     lines = [(first + kept + i, path, owner, *row) for i, row in enumerate(rows)]
     _insert(conn, lines)
     if vectors is not None:
@@ -481,7 +481,7 @@ def _insert(conn: sqlite3.Connection, lines: Sequence[tuple[object, ...]]) -> No
         f"SELECT id, {COLUMNS} FROM memory_lines WHERE id >= ? AND id <= ?",
         (lines[0][0], lines[-1][0]),
     )
-    count_rows(conn, len(lines))
+    _count_rows(conn, len(lines))
 
 
 def _count_labels(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
@@ -496,7 +496,7 @@ def _count_labels(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
     )
 
 
-def count_rows(conn: sqlite3.Connection, change: int) -> None:
+def _count_rows(conn: sqlite3.Connection, change: int) -> None:
     """Keep ``memory_meta.rows``, the number of rows: ids have gaps (``SPARE_ROWS``)."""
     if change:
         conn.execute(
@@ -506,7 +506,7 @@ def count_rows(conn: sqlite3.Connection, change: int) -> None:
 
 
 def total_rows(conn: sqlite3.Connection) -> int:
-    """How many rows the index holds (kept by :func:`count_rows`)."""
+    """How many rows the index holds (kept in ``memory_meta`` as rows come and go)."""
     found = conn.execute("SELECT value FROM memory_meta WHERE key = 'rows'").fetchone()
     return int(found[0]) if found is not None else 0
 
