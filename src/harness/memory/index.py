@@ -61,6 +61,7 @@ from harness.memory._fts import (
     MIGRATIONS,
     Pending,
     append_rows,
+    bulk_load,
     delete_rows,
     rows_for,
     write_rows,
@@ -92,7 +93,6 @@ SNIPPET_CHARS: Final = 300
 """The characters of snippet text a search returns per hit asked for, by default."""
 
 _BATCH_ROWS: Final = 50_000  # rows per write transaction of a full index
-_OPTIMIZE_ROWS: Final = 100_000  # a load this big is merged into one FTS segment afterwards
 _CANDIDATES: Final = 50  # per ranking, before fusion
 _BUSY_TIMEOUT_MS: Final = 10_000
 _OPEN_ATTEMPTS: Final = 10
@@ -432,6 +432,7 @@ class MemoryIndex:
         pending: list[Pending] = []
         touched: list[tuple[int, int, str]] = []
         indexed = unchanged = rows = pending_rows = 0
+        loading = False  # set once a batch is full: see bulk_load
         for done, path in enumerate(sorted(found), start=1):
             size, mtime = found[path]
             old = known.get(path)
@@ -454,11 +455,12 @@ class MemoryIndex:
                     pending_rows += len(pending[-1][1])
                     indexed += 1
                     if pending_rows >= _BATCH_ROWS:
-                        rows += self._write(pending)
+                        loading = True
+                        rows += self._write(pending, loading=True)
                         pending, pending_rows = [], 0
             if progress is not None:
                 progress(done, len(found))
-        rows += self._write(pending)
+        rows += self._write(pending, loading=loading)
         gone = [p for p in known if p not in found and not still_there(p)]
         with self.atomic() as conn:
             conn.executemany(
@@ -466,7 +468,7 @@ class MemoryIndex:
             )
             delete_rows(conn, gone)
             conn.executemany("DELETE FROM memory_files WHERE path = ?", [(p,) for p in gone])
-            if rows >= _OPTIMIZE_ROWS:  # merge the many segments of a big load into one
+            if loading:  # merge the segments of the load into one
                 conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
         embedded = self._backfill_vectors()
         return IndexStats(
@@ -511,14 +513,17 @@ class MemoryIndex:
                 return None
             return write_tail(conn, path, owner, tail, (sha, len(text), size, mtime), vectors)
 
-    def _write(self, files: Sequence[Pending]) -> int:
-        """Replace the rows of several files in one transaction; returns the rows written."""
+    def _write(self, files: Sequence[Pending], *, loading: bool = False) -> int:
+        """Replace the rows of several files in one transaction; returns the rows written.
+
+        ``loading``: part of a load of many batches, merged once at its end (``bulk_load``).
+        """
         if not files:
             return 0
         vectors = None
         if self.embedder is not None:  # before the transaction: the embedder may be slow
             vectors = embed_texts(self.embedder, [r[1] for _, rows, *_ in files for r in rows])
-        with self.atomic() as conn:
+        with self.atomic() as conn, bulk_load(conn) if loading else contextlib.nullcontext():
             return write_rows(conn, files, [owner_of(f[0]) for f in files], vectors)
 
     def _backfill_vectors(self) -> int:
