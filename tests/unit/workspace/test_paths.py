@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given as hypothesis_given
+from hypothesis import strategies as st
 
 from harness.errors import PathOutsideWorkspace
 from harness.workspace import normalize, resolve_inside
@@ -25,6 +27,17 @@ from harness.workspace import normalize, resolve_inside
 )
 def test_normalize_keeps_paths_inside(given: str, expected: str) -> None:
     assert normalize(given) == expected
+
+
+@hypothesis_given(st.text(alphabet="ab./\\ ~\x00é", max_size=24))
+def test_normalize_gives_what_a_pure_posix_path_of_the_parts_gives(path: str) -> None:
+    """The string join must keep the meaning PurePosixPath gave normalized paths."""
+    try:
+        found = normalize(path)
+    except PathOutsideWorkspace:
+        return
+    parts = [p for p in path.replace("\\", "/").strip().split("/") if p not in ("", ".")]
+    assert found == (str(PurePosixPath(*parts)) if parts else "")
 
 
 @pytest.mark.parametrize(
