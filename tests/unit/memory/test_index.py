@@ -360,12 +360,12 @@ def test_a_batch_that_fails_mid_load_leaves_the_batches_before_it_and_the_usual_
     index: MemoryIndex, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import harness.memory.index as module
+    from harness.memory._fts import write_rows as real
 
     monkeypatch.setattr(module, "_BATCH_ROWS", 20)
     for day in range(1, 6):
         lines = "".join(f"- fact {day} {n} about topic{day * 100 + n}\n" for n in range(8))
         _write(workspace, f"memory/2026-03-{day:02d}.md", lines)
-    real = module.write_rows
     calls = 0
 
     def failing(*args: object, **kwargs: object) -> int:
