@@ -14,9 +14,18 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── ScriptExhaustedError        a scripted model has no turn that answers the request
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
     ├── WorkspaceError
-    │   └── PathOutsideWorkspace    a path escapes the workspace root
+    │   ├── PathOutsideWorkspace    a path escapes the workspace root
+    │   │   └── OtherNamespace      a path into a namespace the call may not see
+    │   └── FrontMatterError        a declaration's front matter is missing or malformed
     ├── StorageError                a file could not be read or written
-    └── SessionBusy                 another call kept the session for longer than the wait
+    ├── SessionBusy                 another call kept the session for longer than the wait
+    ├── MCPServerUnavailable        an MCP server could not be started or has stopped
+    └── MCPToolError                an MCP server answered a tool call with an error, or late
+
+``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: both are about a value
+(a path, a file's text) that cannot be used. Every class lives here, whichever package raises
+it, so one ``except`` on this tree catches what Harness means to raise
+(``tests/unit/test_public_api.py`` holds every package to it).
 """
 
 from __future__ import annotations
@@ -25,8 +34,12 @@ __all__ = [
     "AgentInterrupted",
     "ConfigError",
     "ContextOverflowError",
+    "FrontMatterError",
     "HarnessError",
+    "MCPServerUnavailable",
+    "MCPToolError",
     "ModelError",
+    "OtherNamespace",
     "PathOutsideWorkspace",
     "RateLimitError",
     "ScriptExhaustedError",
@@ -72,9 +85,25 @@ class PathOutsideWorkspace(WorkspaceError, ValueError):
     """A path would resolve outside the workspace (``..``, an absolute path, ``~``)."""
 
 
+class OtherNamespace(PathOutsideWorkspace):
+    """A path into a namespace the call may not see (a permission matter, not a bad path)."""
+
+
+class FrontMatterError(WorkspaceError, ValueError):
+    """A declaration's front matter (a skill's, a subagent's) is missing or malformed."""
+
+
 class StorageError(HarnessError):
     """Reading or writing persisted state failed."""
 
 
 class SessionBusy(HarnessError):
     """Another call (in this process or another worker) kept the session for too long."""
+
+
+class MCPServerUnavailable(HarnessError):
+    """An MCP server could not be started, or is no longer running."""
+
+
+class MCPToolError(HarnessError):
+    """An MCP server answered a tool call with an error, or did not answer in time."""

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Final, Literal
 
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace
+from harness.errors import OtherNamespace, PathOutsideWorkspace
 from harness.workspace.layout import safe_segment
 from harness.workspace.paths import normalize
 
@@ -192,10 +192,6 @@ def namespace_prefix(scope: IsolationScope, ctx: RuntimeContext | None) -> str:
     if scope is IsolationScope.SESSION and ctx.session_id:
         return f"sessions/{safe_segment(ctx.session_id)}/"
     return ""
-
-
-class OtherNamespace(PathOutsideWorkspace):
-    """A path into a namespace the call may not see (a permission matter, not a bad path)."""
 
 
 def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> str:

@@ -6,7 +6,7 @@ an agent by :class:`MCPHook`. Importing this package does not import the optiona
 starting a server does, and without it says ``pip install 'harness[mcp]'``.
 """
 
-from harness.mcp._connection import MCPServerUnavailable, MCPToolError
+from harness.errors import MCPServerUnavailable, MCPToolError
 from harness.mcp.config import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,

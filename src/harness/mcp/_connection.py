@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, MCPServerUnavailable, MCPToolError
 from harness.mcp.config import MCPServerConfig
 
 if TYPE_CHECKING:
@@ -45,14 +45,6 @@ INSTALL_HINT: Final = "pip install 'harness[mcp]'"
 MAX_TOOL_PAGES: Final = 100
 """Pages of ``tools/list`` read at most, so a server that paginates forever cannot hang startup."""
 STDERR_TAIL_LINES: Final = 5
-
-
-class MCPServerUnavailable(HarnessError):
-    """An MCP server could not be started, or is no longer running."""
-
-
-class MCPToolError(HarnessError):
-    """An MCP server answered a tool call with an error, or did not answer in time."""
 
 
 def import_sdk() -> Any:

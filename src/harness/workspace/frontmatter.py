@@ -20,11 +20,9 @@ from typing import Any
 
 import yaml
 
+from harness.errors import FrontMatterError
+
 __all__ = ["FrontMatterError", "parse_front_matter", "string_list"]
-
-
-class FrontMatterError(ValueError):
-    """A declaration's front matter is missing or malformed."""
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
