@@ -19,10 +19,10 @@ from harness.errors import (
     StorageError,
     WorkspaceError,
 )
-from harness.hooks import WorkspaceContextConfig
 from harness.kernel import Hook, Msg
 from harness.memory import MemoryConfig
 from harness.subagents import SubagentFactory, SubagentsConfig, SubagentSpec
+from harness.workspace.context import WorkspaceContextConfig
 
 __all__ = [
     "AgentInterrupted",

@@ -26,7 +26,7 @@ from harness.compaction import (
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import ContextOverflowError
-from harness.filesystem.base import AbstractFilesystem
+from harness.filesystem.base import AbstractFilesystem, ManagedFilesystem
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
@@ -40,7 +40,7 @@ from harness.hooks import (
     WorkspaceContextConfig,
     WorkspaceContextHook,
 )
-from harness.hooks.sandbox_lifecycle import ManagedFilesystem, SandboxLifecycleHook
+from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
     ChatModel,

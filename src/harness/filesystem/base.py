@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Final, Literal
+from typing import Final, Literal, Protocol, runtime_checkable
 
 from harness.context import RuntimeContext
 from harness.errors import OtherNamespace, PathOutsideWorkspace
@@ -51,6 +51,7 @@ __all__ = [
     "GrepResult",
     "IsolationScope",
     "ListResult",
+    "ManagedFilesystem",
     "OtherNamespace",
     "ReadResult",
     "ShellFilesystem",
@@ -349,3 +350,12 @@ class ShellFilesystem(AbstractFilesystem):
         ctx: RuntimeContext | None = None,
     ) -> ExecuteResult:
         """Run ``command`` with ``sh -c`` in the namespace's directory (or a subdirectory)."""
+
+
+@runtime_checkable
+class ManagedFilesystem(Protocol):
+    """A backend with a per-call lifecycle (``start`` before a call, ``release`` after it)."""
+
+    async def start(self, ctx: RuntimeContext | None = None) -> None: ...
+
+    async def release(self, ctx: RuntimeContext | None = None) -> None: ...

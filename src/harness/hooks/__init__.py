@@ -9,12 +9,12 @@ from harness.hooks.skills import SkillsHook
 from harness.hooks.subagents import SubagentsHook
 from harness.hooks.tool_result_eviction import ToolResultEvictionHook
 from harness.hooks.trace import AgentTraceHook
-from harness.hooks.workspace_context import (
+from harness.hooks.workspace_context import WorkspaceContextHook
+from harness.workspace.context import (  # the section's settings, exported here as before
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_REFRESH_SECONDS,
     DEFAULT_WORKSPACE_CONTEXT,
     WorkspaceContextConfig,
-    WorkspaceContextHook,
 )
 
 __all__ = [

@@ -29,6 +29,7 @@ from harness.kernel import Event, Hook, Msg, PostCall
 from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
+from harness.session.keys import session_key
 
 __all__ = ["MemoryFlushHook"]
 
@@ -84,8 +85,3 @@ class MemoryFlushHook(Hook):
                 if appended:
                     log = self.transcript.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
                     self.maintenance.schedule_index(log)
-
-
-def session_key(ctx: RuntimeContext) -> str:
-    """The key that keeps one session's background memory work in order."""
-    return f"{ctx.user_id or ''}\x00{ctx.session_id or ''}"

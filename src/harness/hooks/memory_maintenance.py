@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from harness.context import RuntimeContext
-from harness.hooks.memory_flush import session_key
 from harness.kernel import Event, Hook, PostCall
 from harness.memory.consolidation import ConsolidationResult
 from harness.memory.maintenance import MemoryMaintenance
+from harness.session.keys import session_key
 
 __all__ = ["MemoryMaintenanceHook"]
 

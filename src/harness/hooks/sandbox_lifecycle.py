@@ -16,21 +16,12 @@ tool-result eviction, which never touches the sandbox, so their relative order d
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
-from harness.context import RuntimeContext
+from harness.filesystem.base import ManagedFilesystem
 from harness.kernel import Error, Event, Hook, PostCall, PreCall
 
-__all__ = ["ManagedFilesystem", "SandboxLifecycleHook"]
-
-
-@runtime_checkable
-class ManagedFilesystem(Protocol):
-    """A backend with a per-call lifecycle (``start`` before a call, ``release`` after it)."""
-
-    async def start(self, ctx: RuntimeContext | None = None) -> None: ...
-
-    async def release(self, ctx: RuntimeContext | None = None) -> None: ...
+__all__ = ["SandboxLifecycleHook"]
 
 
 class SandboxLifecycleHook(Hook):

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from harness.hooks.workspace_context import SystemSection
 from harness.kernel import Event, Hook, PreReasoning, Tool
+from harness.sections import SystemSection
 from harness.skills import DEFAULT_SKILL_REFRESH_SECONDS, Skill, SkillRepository
 from harness.tools.skills import SkillTools
 from harness.workspace import WorkspaceManager

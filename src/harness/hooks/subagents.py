@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
-from harness.hooks.workspace_context import SystemSection
 from harness.kernel import Event, Hook, Msg, PreReasoning, Tool
+from harness.sections import SystemSection
 from harness.subagents.declarations import Declaration, SubagentCatalog
 from harness.subagents.tasks import TaskRecord, TaskRepository, TaskStatus
 from harness.tools.subagents import SubagentTools

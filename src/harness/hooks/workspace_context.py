@@ -32,24 +32,12 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeVar
 
-from harness.kernel import Event, Hook, Msg, PreReasoning, TextBlock
+from harness.kernel import Event, Hook, PreReasoning
+from harness.sections import SystemSection
 from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD, WorkspaceManager
+from harness.workspace.context import WorkspaceContextConfig
 
-__all__ = [
-    "DEFAULT_MAX_CONTEXT_TOKENS",
-    "DEFAULT_REFRESH_SECONDS",
-    "DEFAULT_WORKSPACE_CONTEXT",
-    "SystemSection",
-    "WorkspaceContextConfig",
-    "WorkspaceContextHook",
-    "inject_section",
-]
-
-DEFAULT_MAX_CONTEXT_TOKENS: Final = 8000
-"""Token budget of the whole workspace section; MEMORY.md is cut to fit."""
-
-DEFAULT_REFRESH_SECONDS: Final = 1.0
-"""How long a snapshot of the workspace files serves before it is checked again."""
+__all__ = ["WorkspaceContextHook"]
 
 MAX_LISTED_KNOWLEDGE_FILES: Final = 200
 """Knowledge files listed by path; more are counted, not listed."""
@@ -60,36 +48,6 @@ _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkspaceContextConfig:
-    """What the workspace section holds.
-
-    Args:
-        max_context_tokens: Budget of the section; MEMORY.md is truncated to fit.
-        context_files: Extra workspace files to inject, each as its own element.
-        environment: Extra lines for the Session Context section.
-        refresh_seconds: How long a snapshot of the files serves before they are checked for
-            changes made outside the harness; 0 checks at every step.
-    """
-
-    max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
-    context_files: tuple[str, ...] = ()
-    environment: str | None = None
-    refresh_seconds: float = DEFAULT_REFRESH_SECONDS
-
-    def __post_init__(self) -> None:
-        if self.max_context_tokens < 1:
-            msg = f"max_context_tokens must be positive, got {self.max_context_tokens}"
-            raise ValueError(msg)
-        if self.refresh_seconds < 0:
-            msg = f"refresh_seconds must be zero or more, got {self.refresh_seconds}"
-            raise ValueError(msg)
-
-
-DEFAULT_WORKSPACE_CONTEXT: Final = WorkspaceContextConfig()
-"""The workspace section with every default."""
 
 
 def _clean(text: str) -> str:
@@ -183,39 +141,6 @@ def _guidance(
         "they change, so you do not need to read them again."
     )
     return "\n\n".join(parts)
-
-
-def inject_section(messages: list[Msg], section: str) -> list[Msg]:
-    """Append ``section`` as a new text block of the first system message (a copy).
-
-    Without a system message, one named ``workspace_context`` is put first.
-    """
-    for index, message in enumerate(messages):
-        if message.role == "system":
-            content = [*message.content, TextBlock(text=section)]
-            updated = message.model_copy(update={"content": content})
-            return [*messages[:index], updated, *messages[index + 1 :]]
-    return [Msg(role="system", name="workspace_context", content=section), *messages]
-
-
-class SystemSection:
-    """Appends a section to a step's system message, reusing the result between steps.
-
-    Steps with the same system message and section get the very same injected message: it is
-    built once, not copied at every step, and the next hook that adds a section sees an
-    unchanged message and can reuse its own result too.
-    """
-
-    def __init__(self) -> None:
-        self._last: tuple[Msg, str, Msg] | None = None
-
-    def apply(self, messages: list[Msg], section: str) -> list[Msg]:
-        if not messages or messages[0].role != "system":
-            return inject_section(messages, section)
-        last = self._last
-        if last is None or last[0] is not messages[0] or last[1] is not section:
-            last = self._last = (messages[0], section, inject_section(messages[:1], section)[0])
-        return [last[2], *messages[1:]]
 
 
 class WorkspaceContextHook(Hook):

@@ -27,7 +27,7 @@ from harness.subagents.declarations import Declaration, SubagentFactory
 from harness.workspace import WorkspaceManager
 
 if TYPE_CHECKING:
-    from harness.hooks.workspace_context import WorkspaceContextConfig
+    from harness.workspace.context import WorkspaceContextConfig
 
 __all__ = [
     "SPAWN_DEPTH_KEY",

@@ -10,9 +10,9 @@ import pytest
 
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
-from harness.hooks.workspace_context import inject_section
 from harness.kernel import Msg, PreReasoning, TextBlock, ToolSchema
 from harness.models import ScriptedChatModel
+from harness.sections import inject_section
 from harness.workspace import WorkspaceManager
 
 
