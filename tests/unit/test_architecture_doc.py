@@ -1,0 +1,84 @@
+"""docs/architecture.md stays true: its hooks table and its import graph are the code's."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+from harness.kernel import Hook
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
+SRC = ROOT / "src"
+
+
+def _section(title: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def hooks_in_code() -> set[tuple[str, str, int, str]]:
+    found: set[tuple[str, str, int, str]] = set()
+    for package in ("harness.hooks", "harness.mcp"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value) and issubclass(value, Hook):
+                path = value.__module__.removeprefix("harness.").replace(".", "/") + ".py"
+                events = ", ".join(e.__name__ for e in value.events) or "all"
+                found.add((path, value.__name__, value.priority, events))
+    return found
+
+
+def hooks_in_doc() -> set[tuple[str, str, int, str]]:
+    row = re.compile(r"^\| `([^`]+)` \| `([^`]+)` \| (\d+) \| ([^|]+) \|$", re.MULTILINE)
+    return {(m[1], m[2], int(m[3]), m[4].strip()) for m in row.finditer(_section("The hooks"))}
+
+
+def imports_in_code() -> dict[str, set[str]]:
+    """Package -> the other harness packages its modules import (deferred ones too)."""
+    graph: dict[str, set[str]] = {}
+    for path in (SRC / "harness").rglob("*.py"):
+        parts = path.relative_to(SRC / "harness").with_suffix("").parts
+        me = "harness" if parts == ("__init__",) else parts[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = (
+                    [f"harness.{alias.name}" for alias in node.names]
+                    if node.module == "harness"
+                    else [node.module]
+                )
+            for name in names:
+                if name.startswith("harness.") and name.split(".")[1] != me:
+                    graph.setdefault(me, set()).add(name.split(".")[1])
+    return graph
+
+
+def imports_in_doc() -> dict[str, set[str]]:
+    block = _section("Who imports whom").split("```")[1]
+    graph: dict[str, set[str]] = {}
+    for line in block.strip().splitlines():
+        package, _, targets = line.partition("->")
+        graph[package.strip()] = {t.strip() for t in targets.split(",")}
+    return graph
+
+
+def test_the_hooks_table_is_every_hook_with_its_priority_and_events() -> None:
+    assert hooks_in_doc() == hooks_in_code()
+
+
+def test_the_import_graph_is_the_codes() -> None:
+    assert imports_in_doc() == imports_in_code()
+
+
+def test_the_checks_read_something() -> None:
+    assert len(hooks_in_doc()) >= 10
+    assert imports_in_doc()["kernel"] == {"context", "errors"}
