@@ -292,6 +292,7 @@ class HarnessAgent:
                 tool_result_eviction=tool_result_eviction,
                 workspace_context=workspace_context,
                 trace=trace,
+                make_agent=HarnessAgent,
             )
             # 80: sees the conversation as compaction and eviction left it
             chain.append(self._delegation(subagents, settings, trace=trace))

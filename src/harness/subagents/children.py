@@ -16,8 +16,9 @@ Its system prompt is the declaration's prompt followed by :data:`SUBAGENT_CONTEX
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
@@ -68,7 +69,12 @@ class SubagentAgent(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSettings:
-    """What a parent passes down to the children it builds (and to your factories)."""
+    """What a parent passes down to the children it builds (and to your factories).
+
+    ``make_agent`` builds a child declared by a prompt, with ``HarnessAgent``'s keyword
+    arguments: the parent passes its own class, so this package never imports the agent
+    module that imports it.
+    """
 
     model: ChatModel
     workspace: WorkspaceManager
@@ -82,6 +88,7 @@ class ChildSettings:
     tool_result_eviction: ToolResultEvictionConfig | None
     workspace_context: WorkspaceContextConfig | None
     trace: bool
+    make_agent: Callable[..., Any]
 
 
 def spawn_depth(ctx: RuntimeContext) -> int:
@@ -98,10 +105,8 @@ def build_child(declaration: Declaration, settings: ChildSettings) -> SubagentAg
     """
     if isinstance(declaration, SubagentFactory):
         return declaration.build(settings)
-    from harness.agent import HarnessAgent  # the agent module imports this one
-
     prompt = "\n\n".join(p for p in (declaration.sys_prompt.strip(), SUBAGENT_CONTEXT) if p)
-    child = HarnessAgent(
+    child = settings.make_agent(
         model=declaration.model if declaration.model is not None else settings.model,
         name=declaration.name,
         workspace=settings.workspace,
@@ -131,7 +136,7 @@ def build_child(declaration: Declaration, settings: ChildSettings) -> SubagentAg
         for name in toolkit.names:
             if name not in declaration.tools:
                 toolkit.remove(name)
-    return child
+    return cast(SubagentAgent, child)
 
 
 async def close_child(child: Any) -> None:

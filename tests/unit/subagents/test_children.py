@@ -145,6 +145,7 @@ def settings(workspace: Path, **changes: Any) -> ChildSettings:
         "tool_result_eviction": None,
         "workspace_context": None,
         "trace": False,
+        "make_agent": HarnessAgent,
     }
     values.update(changes)
     return ChildSettings(**values)
