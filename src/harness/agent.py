@@ -23,6 +23,7 @@ from harness.compaction import (
     CompactionConfig,
     ConversationCompactor,
     ToolResultEvictionConfig,
+    evictions_cleanup,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import ContextOverflowError
@@ -222,7 +223,9 @@ class HarnessAgent:
                 gate=StoreGate(store) if store is not None else PROCESS_GATE,
                 config=memory,
                 model=memory_llm,
-                eviction=tool_result_eviction or DEFAULT_TOOL_RESULT_EVICTION,
+                cleanup=evictions_cleanup(
+                    self.workspace, tool_result_eviction or DEFAULT_TOOL_RESULT_EVICTION
+                ),
             )
             flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
             # 5: the call's flush and transcript are queued first; 6: then its consolidation

@@ -25,6 +25,7 @@ from harness.cli._common import (
     run_async,
 )
 from harness.cli._output import err, out, setup_logging
+from harness.compaction import evictions_cleanup
 from harness.memory import (
     DEFAULT_MEMORY,
     MemoryHistory,
@@ -53,7 +54,9 @@ async def _maintenance(
 ) -> AsyncIterator[MemoryMaintenance]:
     async with opened_workspace(workspace, store) as manager:
         llm = resolve_model(model) if need_model or model else None
-        running = MemoryMaintenance.for_workspace(manager, config=DEFAULT_MEMORY, model=llm)
+        running = MemoryMaintenance.for_workspace(
+            manager, config=DEFAULT_MEMORY, model=llm, cleanup=evictions_cleanup(manager)
+        )
         try:
             yield running
         finally:

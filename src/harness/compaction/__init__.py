@@ -34,6 +34,7 @@ from harness.compaction.eviction import (
     ToolResultEvictionConfig,
     delete_old_evictions,
     evict_tool_result,
+    evictions_cleanup,
 )
 from harness.compaction.tokens import (
     CHARS_PER_TOKEN,
@@ -73,6 +74,7 @@ __all__ = [
     "estimate_text",
     "estimate_tokens",
     "evict_tool_result",
+    "evictions_cleanup",
     "extractive_summary",
     "first_request",
     "is_interruption",

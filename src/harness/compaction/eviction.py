@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -68,6 +68,7 @@ __all__ = [
     "delete_old_evictions",
     "evict_tool_result",
     "eviction_stem",
+    "evictions_cleanup",
     "parse_placeholder",
     "render_placeholder",
 ]
@@ -437,3 +438,18 @@ async def delete_old_evictions(
                     continue
                 deleted.append(info.path)
     return sorted(deleted)
+
+
+def evictions_cleanup(
+    workspace: WorkspaceManager, config: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION
+) -> Callable[[datetime], Awaitable[list[str]]]:
+    """:func:`delete_old_evictions` of ``workspace``, as the memory worker's daily cleanup.
+
+    Memory maintenance runs it (``MemoryMaintenance(cleanup=...)``) without importing this
+    package, which builds on memory.
+    """
+
+    async def cleanup(now: datetime) -> list[str]:
+        return await delete_old_evictions(workspace, config, now=now)
+
+    return cleanup

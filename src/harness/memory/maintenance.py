@@ -10,8 +10,9 @@ The worker owns the workspace's search index and runs two kinds of job:
   ``daily_retention_days`` move to ``memory/archive/``, memory is consolidated, transcripts,
   background task records and results, traces and subagent registries not written for
   ``session_retention_days``
-  are deleted, evicted tool results older than their ``max_age_days`` (7) are deleted; then the
-  index catches up with the files.
+  are deleted, and so is whatever the worker's ``cleanup`` finds old (the agent's: evicted
+  tool results older than their ``max_age_days``, 7); then the index catches up with the files.
+  The cleanup is passed in, so memory needs nothing of compaction, which builds on memory.
 
 Agents share the worker of their workspace: :meth:`MemoryMaintenance.for_workspace` returns
 the one the process already has (or makes it), nothing starts until the first job, and
@@ -27,15 +28,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
-from harness.compaction.eviction import (
-    DEFAULT_TOOL_RESULT_EVICTION,
-    ToolResultEvictionConfig,
-    delete_old_evictions,
-)
 from harness.kernel import ChatModel
 from harness.memory._files import scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
@@ -57,7 +53,10 @@ from harness.workspace import (
     user_from_segment,
 )
 
-__all__ = ["MaintenanceReport", "MemoryMaintenance", "sync_index"]
+__all__ = ["Cleanup", "MaintenanceReport", "MemoryMaintenance", "sync_index"]
+
+Cleanup = Callable[[datetime], Awaitable[list[str]]]
+"""Deletes what is old at the given time and returns the workspace paths it deleted."""
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +122,10 @@ class MemoryMaintenance:
         index: MemoryIndex | None,
         gate: Gate = PROCESS_GATE,
         clock: Clock = utc_now,
-        eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
+        cleanup: Cleanup | None = None,
     ) -> None:
         self.workspace = workspace
-        self.eviction = eviction
+        self.cleanup = cleanup
         self.config = config
         self.index = index
         self.gate = gate
@@ -165,7 +164,7 @@ class MemoryMaintenance:
         config: MemoryConfig,
         model: ChatModel | None,
         clock: Clock = utc_now,
-        eviction: ToolResultEvictionConfig = DEFAULT_TOOL_RESULT_EVICTION,
+        cleanup: Cleanup | None = None,
         gate: Gate = PROCESS_GATE,
     ) -> MemoryMaintenance:
         """The workspace's worker in this process; pair every call with :meth:`release`.
@@ -187,7 +186,7 @@ class MemoryMaintenance:
                 index=index,
                 gate=gate,
                 clock=clock,
-                eviction=eviction,
+                cleanup=cleanup,
             )
             cls._running[workspace.root] = running
         running._holders += 1
@@ -336,10 +335,8 @@ class MemoryMaintenance:
             pruned, expired = await self._prune(user_id)
             report.pruned += pruned
             report.expired += expired
-        # Evicted tool results past their age (a week by default), in every namespace.
-        report.evictions_deleted = await delete_old_evictions(
-            self.workspace, self.eviction, now=self.clock()
-        )
+        if self.cleanup is not None:  # the agent's: evicted tool results past their age
+            report.evictions_deleted = await self.cleanup(self.clock())
         if self.index is not None:
             await self.start()
             report.indexed_files = (await self.sync_index()).indexed

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from _models import FunctionModel
 
-from harness.compaction import ToolResultEvictionConfig
+from harness.compaction import ToolResultEvictionConfig, evictions_cleanup
 from harness.kernel import Msg
 from harness.memory import MemoryConfig, MemoryMaintenance, PeriodicGate
 from harness.workspace import WorkspaceManager
@@ -20,13 +20,15 @@ def echo_merge(messages: list[Msg]) -> str:
 
 
 def make(workspace: Path, model: FunctionModel | None, **config: object) -> MemoryMaintenance:
+    manager = WorkspaceManager(workspace)
     running = MemoryMaintenance(
-        WorkspaceManager(workspace),
+        manager,
         config=MemoryConfig(index=False, **config),  # type: ignore[arg-type]
         model=model,
         index=None,
         gate=PeriodicGate(lambda: NOW),
         clock=lambda: NOW,
+        cleanup=evictions_cleanup(manager),
     )
     running._holders = 1
     return running
@@ -186,6 +188,15 @@ async def test_the_eviction_age_is_configurable(workspace: Path) -> None:
     evicted = workspace / "large_tool_results" / "bot" / "shell-0123456789abcdef.txt"
     touch(evicted, "x", NOW - timedelta(days=3))
     running = make(workspace, None)
-    running.eviction = ToolResultEvictionConfig(max_age_days=2)
+    running.cleanup = evictions_cleanup(running.workspace, ToolResultEvictionConfig(max_age_days=2))
     report = await running.run()
     assert report.evictions_deleted == ["large_tool_results/bot/shell-0123456789abcdef.txt"]
+
+
+async def test_a_worker_without_a_cleanup_leaves_evicted_results_alone(workspace: Path) -> None:
+    evicted = workspace / "large_tool_results" / "bot" / "shell-0123456789abcdef.txt"
+    touch(evicted, "x", NOW - timedelta(days=30))
+    running = make(workspace, None)
+    running.cleanup = None
+    assert (await running.run()).evictions_deleted == []
+    assert evicted.exists()
