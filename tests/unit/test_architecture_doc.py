@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import re
 from pathlib import Path
 
+from _imports import package_imports
+
 from harness.kernel import Hook
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-SRC = ROOT / "src"
 
 
 def _section(title: str) -> str:
@@ -40,28 +40,6 @@ def hooks_in_doc() -> set[tuple[str, str, int, str]]:
     return {(m[1], m[2], int(m[3]), m[4].strip()) for m in row.finditer(_section("The hooks"))}
 
 
-def imports_in_code() -> dict[str, set[str]]:
-    """Package -> the other harness packages its modules import (deferred ones too)."""
-    graph: dict[str, set[str]] = {}
-    for path in (SRC / "harness").rglob("*.py"):
-        parts = path.relative_to(SRC / "harness").with_suffix("").parts
-        me = "harness" if parts == ("__init__",) else parts[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = (
-                    [f"harness.{alias.name}" for alias in node.names]
-                    if node.module == "harness"
-                    else [node.module]
-                )
-            for name in names:
-                if name.startswith("harness.") and name.split(".")[1] != me:
-                    graph.setdefault(me, set()).add(name.split(".")[1])
-    return graph
-
-
 def imports_in_doc() -> dict[str, set[str]]:
     block = _section("Who imports whom").split("```")[1]
     graph: dict[str, set[str]] = {}
@@ -76,7 +54,7 @@ def test_the_hooks_table_is_every_hook_with_its_priority_and_events() -> None:
 
 
 def test_the_import_graph_is_the_codes() -> None:
-    assert imports_in_doc() == imports_in_code()
+    assert imports_in_doc() == package_imports()
 
 
 def test_the_checks_read_something() -> None:

@@ -1,38 +1,17 @@
-"""The kernel stands alone: it imports nothing from harness but itself, errors and context.
+"""Imports go one way: down the layers of docs/architecture.md; the kernel stands alone.
 
-The check reads the source with :mod:`ast`, so it sees every import, including those inside
+The checks read the source with :mod:`ast`, so they see every import, including those inside
 functions and ``if TYPE_CHECKING:`` blocks, whatever happens to be imported at test time.
 """
 
-import ast
 from pathlib import Path
 
 import pytest
+from _imports import imported_modules, package_imports
 
 KERNEL = Path(__file__).resolve().parents[2] / "src" / "harness" / "kernel"
 KERNEL_PACKAGE = "harness.kernel"
 ALLOWED = ("harness.kernel", "harness.errors", "harness.context")
-
-
-def imported_modules(source: str, package: str) -> list[str]:
-    """Every module an import statement in ``source`` names, relative imports resolved."""
-    modules: list[str] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            modules.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                module = f"{base}.{node.module}" if node.module else base
-            else:
-                module = node.module or ""
-            if module == "harness":
-                # `from harness import x` may import the submodule harness.x
-                modules.extend(f"harness.{alias.name}" for alias in node.names)
-            else:
-                modules.append(module)
-    return modules
 
 
 def violations(source: str, package: str = KERNEL_PACKAGE) -> list[str]:
@@ -92,3 +71,42 @@ def test_kernel_uses_errors_and_context() -> None:
 )
 def test_the_check_itself(source: str, expected: list[str]) -> None:
     assert violations(source) == expected
+
+
+LAYERS = (
+    ("errors", "context"),
+    ("kernel",),
+    ("models", "stores", "sections"),
+    ("filesystem",),
+    ("workspace",),
+    ("session", "skills", "observability", "mcp", "memory"),
+    ("compaction",),
+    ("subagents",),
+    ("tools",),
+    ("hooks",),
+    ("agent",),
+    ("cli", "harness"),
+)
+"""From the bottom up: a package may import only packages of a lower layer (a module directly
+in ``src/harness/`` is a package of its own name; ``harness`` is the package's ``__init__``)."""
+
+AGAINST_THE_LAYERS = {("filesystem", "workspace")}
+"""The imports that still go up, each to be removed (docs/architecture.md says why it is there):
+the test fails when one is added, and when one is gone and still listed here."""
+
+
+def test_every_package_has_a_layer() -> None:
+    ranked = [package for layer in LAYERS for package in layer]
+    assert len(ranked) == len(set(ranked))
+    assert set(package_imports()) <= set(ranked)
+
+
+def test_imports_go_down_the_layers() -> None:
+    rank = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    upward = {
+        (package, target)
+        for package, targets in package_imports().items()
+        for target in targets
+        if rank[target] >= rank[package]
+    }
+    assert upward == AGAINST_THE_LAYERS
