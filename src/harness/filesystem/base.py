@@ -35,8 +35,8 @@ from typing import Final, Literal, Protocol, runtime_checkable
 
 from harness.context import RuntimeContext
 from harness.errors import OtherNamespace, PathOutsideWorkspace
-from harness.workspace.layout import safe_segment
-from harness.workspace.paths import normalize
+from harness.layout import safe_segment
+from harness.paths import normalize
 
 __all__ = [
     "MISSING",

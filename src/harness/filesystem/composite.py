@@ -52,8 +52,8 @@ from harness.filesystem.base import (
     namespace_prefix,
 )
 from harness.filesystem.local import _glob_regex as glob_regex
-from harness.workspace.layout import USERS_DIR
-from harness.workspace.paths import normalize
+from harness.layout import USERS_DIR
+from harness.paths import normalize
 
 __all__ = ["CompositeFilesystem", "ShellCompositeFilesystem"]
 

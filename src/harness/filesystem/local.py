@@ -79,8 +79,8 @@ from harness.filesystem.base import (
     check_path,
     namespace_prefix,
 )
-from harness.workspace.layout import USERS_DIR
-from harness.workspace.paths import normalize
+from harness.layout import USERS_DIR
+from harness.paths import normalize
 
 __all__ = [
     "BINARY_EXTENSIONS",

@@ -71,9 +71,9 @@ from harness.filesystem.local import (
     _refusal,
     _text_of,
 )
+from harness.layout import USERS_DIR
+from harness.paths import normalize
 from harness.stores.base import BaseStore, Item, Namespace
-from harness.workspace.layout import USERS_DIR
-from harness.workspace.paths import normalize
 
 __all__ = ["DEFAULT_ROOT", "MAX_WRITE_ATTEMPTS", "RemoteFilesystem"]
 

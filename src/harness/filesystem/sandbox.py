@@ -47,7 +47,7 @@ from harness.filesystem.shell import (
     _CommandRunner,
     run_command,
 )
-from harness.workspace.layout import USERS_DIR
+from harness.layout import USERS_DIR
 
 __all__ = [
     "BWRAP_INSTALL_HINT",

@@ -32,7 +32,7 @@ from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace
 from harness.filesystem.base import ExecuteResult, IsolationScope, ShellFilesystem, check_path
 from harness.filesystem.local import LocalFilesystem
-from harness.workspace.paths import normalize, resolve_inside
+from harness.paths import normalize, resolve_inside
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.errors import PathOutsideWorkspace
-from harness.workspace.paths import normalize
+from harness.paths import normalize
 
 __all__ = ["tool_path"]
 

@@ -49,8 +49,8 @@ from harness.filesystem.base import (
     ShellFilesystem,
     check_path,
 )
-from harness.workspace.layout import USERS_DIR, shared_with_users
-from harness.workspace.paths import normalize
+from harness.layout import USERS_DIR, shared_with_users
+from harness.paths import normalize
 
 __all__ = [
     "EMPTY_FILE_REMINDER",

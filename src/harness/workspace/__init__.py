@@ -1,6 +1,6 @@
 """The workspace: its layout, its path policy, and the manager that reads and writes it."""
 
-from harness.workspace.layout import (
+from harness.layout import (
     AGENTS_DIR,
     AGENTS_MD,
     CHILDREN_DIR,
@@ -20,6 +20,7 @@ from harness.workspace.layout import (
     user_from_segment,
     user_prefix,
 )
+from harness.paths import normalize, resolve_inside
 from harness.workspace.manager import (
     FileInfo,
     FileText,
@@ -29,7 +30,6 @@ from harness.workspace.manager import (
     locked_append,
     scoped,
 )
-from harness.workspace.paths import normalize, resolve_inside
 from harness.workspace.skeleton import init_workspace
 
 __all__ = [

@@ -8,7 +8,7 @@ unchanged on every backend.
 
 For a call made for a user, reads try the user's namespace (``users/<user>/``) before the shared
 file; writes go to the user's namespace. Every path passes the path policy of
-:mod:`harness.workspace.paths`. Rewrites of shared state are compare-and-set on the backend's
+:mod:`harness.paths`. Rewrites of shared state are compare-and-set on the backend's
 versions (:meth:`WorkspaceManager.replace_text`, :meth:`WorkspaceManager.update_text`), and
 appends are whole records, so two workers never lose each other's writes. ``generation`` counts
 the writes made through the manager, so a cache built on its reads knows when to look again;
@@ -38,8 +38,8 @@ from harness.filesystem._beneath import (
     remove_stray_temporaries,
     replace,
 )
-from harness.workspace.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
-from harness.workspace.paths import normalize, resolve_inside
+from harness.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
+from harness.paths import normalize, resolve_inside
 
 if TYPE_CHECKING:
     from harness.filesystem import AbstractFilesystem

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.workspace.layout import (
+from harness.layout import (
     AGENTS_MD,
     KNOWLEDGE_MD,
     MEMORY_DIR,
