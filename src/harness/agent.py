@@ -53,6 +53,7 @@ from harness.kernel import (
     StreamItem,
     Tool,
     Toolkit,
+    new_call_id,
 )
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
@@ -417,6 +418,7 @@ class HarnessAgent:
                     ctx=ctx,
                     agent=self.name,
                     memory=memory,
+                    call_id=new_call_id(),  # between the failed call and its retry
                     removed=result.removed,
                     summary=result.summary,
                     tokens_after=result.tokens_after,

@@ -149,6 +149,7 @@ class CompactionHook(Hook):
                         ctx=event.ctx,
                         agent=event.agent,
                         memory=event.memory,
+                        call_id=event.call_id,
                         cut=plan.cut,
                         tokens_before=plan.tokens_before,
                     )
@@ -164,6 +165,7 @@ class CompactionHook(Hook):
                 ctx=event.ctx,
                 agent=event.agent,
                 memory=event.memory,
+                call_id=event.call_id,
                 removed=result.removed,
                 summary=result.summary,
                 tokens_after=result.tokens_after,

@@ -17,13 +17,11 @@ written at once.
 Spans: with ``otel=True``, OpenTelemetry spans per call, reasoning step and tool call
 (:mod:`harness.observability.otel`).
 
-Which call an event belongs to: the hook keeps the open calls in a dict keyed by the identity
-of the call's conversation list (``event.memory``), which the kernel passes, the same object,
-to every event of one call and which no two running calls share. Calls for different sessions
-or users, running concurrently, therefore never mix their records. (A ``ContextVar`` set at
-PreCall would not do: the kernel may run a call in the caller's own task, where the variable
-would outlive the call and tag whatever the caller does next.) The dict holds the list while
-the call is open, so its identity cannot be reused meanwhile.
+Which call an event belongs to: every event carries its call's id (``event.call_id``, fresh
+per call), and the hook keeps the open calls by it. Calls for different sessions or users,
+running concurrently on one agent, therefore never mix their records. An event whose call is
+not open (the compaction ``HarnessAgent`` runs between a context overflow and its retry has
+an id of its own) is written at once.
 
 Eviction shows in a tool's record: the hook sees a result before
 :class:`~harness.hooks.ToolResultEvictionHook` (50) replaces it, so it notes the tool's own
@@ -47,7 +45,6 @@ from harness.kernel import (
     Error,
     Event,
     Hook,
-    Msg,
     PostActing,
     PostCall,
     PostCompact,
@@ -62,7 +59,6 @@ from harness.observability.trace_file import (
     MAX_ARGUMENT_CHARS,
     MAX_MESSAGE_CHARS,
     cut,
-    new_call_id,
     now_iso,
     write_records,
 )
@@ -139,7 +135,6 @@ class _Call:
     """What the hook knows about one running call (kept only while it runs)."""
 
     call_id: str
-    memory: list[Msg]
     started: float
     inputs: int
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -248,8 +243,8 @@ class AgentTraceHook(Hook):
             from harness.observability.otel import GenAiSpans
 
             self.spans = GenAiSpans(tracer_provider)
-        # Open calls by id(memory); see the module docstring.
-        self._calls: dict[int, _Call] = {}
+        # The open calls, by call id; see the module docstring.
+        self._calls: dict[str, _Call] = {}
 
     async def on_event(self, event: Event) -> None:
         level = logging.WARNING if isinstance(event, Error) else logging.INFO
@@ -258,9 +253,9 @@ class AgentTraceHook(Hook):
         if self.workspace is None and self.spans is None:
             return
         if isinstance(event, PreCall):
-            await self._open(event)
-        call = self._calls.get(id(event.memory))
-        if call is None or call.memory is not event.memory:
+            self._calls[event.call_id] = _Call(event.call_id, time.monotonic(), len(event.inputs))
+        call = self._calls.get(event.call_id)
+        if call is None:
             await self._outside_call(event)
             return
         rec = self._record(event, call)
@@ -273,19 +268,8 @@ class AgentTraceHook(Hook):
             if isinstance(event, PostCall):
                 rec["inputs"] = call.inputs
                 rec["steps"] = sum(1 for r in call.records if r["event"] == "PostReasoning")
-            del self._calls[id(event.memory)]
+            del self._calls[event.call_id]
             await self._write(event, call)
-
-    async def _open(self, event: PreCall) -> None:
-        stale = self._calls.pop(id(event.memory), None)
-        if stale is not None and stale.memory is event.memory:
-            # The same conversation list started a new call before the last one ended (a bare
-            # ReActAgent sharing its memory between concurrent calls): keep what was seen.
-            if self.spans is not None and stale.span is not None:
-                self.spans.end(stale.span)
-            await self._write(event, stale)
-        call = _Call(new_call_id(), event.memory, time.monotonic(), len(event.inputs))
-        self._calls[id(event.memory)] = call
 
     def _record(self, event: Event, call: _Call | None) -> dict[str, Any]:
         rec: dict[str, Any] = {

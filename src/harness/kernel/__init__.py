@@ -4,7 +4,7 @@ Usable without the rest of Harness; it depends only on :mod:`harness.errors` and
 :mod:`harness.context`.
 """
 
-from harness.kernel.agent import DEFAULT_MAX_ITERS, ReActAgent
+from harness.kernel.agent import DEFAULT_MAX_ITERS, ReActAgent, new_call_id
 from harness.kernel.events import (
     Error,
     Event,
@@ -91,5 +91,6 @@ __all__ = [
     "as_messages",
     "complete",
     "drop_unanswered_tail",
+    "new_call_id",
     "new_id",
 ]

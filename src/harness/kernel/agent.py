@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.context import RuntimeContext
@@ -43,7 +45,12 @@ from harness.kernel.streaming import (
 )
 from harness.kernel.toolkit import Tool, Toolkit
 
-__all__ = ["DEFAULT_MAX_ITERS", "MAX_ITERS_HINT", "ReActAgent"]
+__all__ = [
+    "DEFAULT_MAX_ITERS",
+    "MAX_ITERS_HINT",
+    "ReActAgent",
+    "new_call_id",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +63,21 @@ MAX_ITERS_HINT = (
 )
 
 Emit = Callable[[StreamItem], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One running call: what every step and every event of it shares."""
+
+    id: str
+    ctx: RuntimeContext
+    memory: list[Msg]
+    emit: Emit | None
+
+
+def new_call_id() -> str:
+    """A fresh call id: ``call-`` and 12 random hex digits, carried by every event of the call."""
+    return f"call-{secrets.token_hex(6)}"
 
 
 class ReActAgent:
@@ -170,63 +192,66 @@ class ReActAgent:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
+        call = _Call(new_call_id(), ctx, memory, emit)
         try:
             memory.extend(inputs)
             await self.hooks.dispatch(
-                PreCall(ctx=ctx, agent=self.name, memory=memory, inputs=inputs)
+                PreCall(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, inputs=inputs)
             )
-            reply = await self._loop(ctx, memory, emit)
-            post = PostCall(ctx=ctx, agent=self.name, memory=memory, reply=reply)
+            reply = await self._loop(call)
+            post = PostCall(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, reply=reply)
             await self.hooks.dispatch(post)
             return post.reply
         except asyncio.CancelledError as exc:
             if task in self._interrupting:
                 task.uncancel()
                 error = AgentInterrupted(f"agent {self.name!r} was interrupted")
-                await self._report(ctx, memory, error)
+                await self._report(call, error)
                 raise error from None
-            await self._report(ctx, memory, exc)
+            await self._report(call, exc)
             raise
         except Exception as exc:
-            await self._report(ctx, memory, exc)
+            await self._report(call, exc)
             raise
         finally:
             self._running.discard(task)
             self._interrupting.discard(task)
 
-    async def _report(self, ctx: RuntimeContext, memory: list[Msg], error: BaseException) -> None:
+    async def _report(self, call: _Call, error: BaseException) -> None:
         """Tell the hooks a call failed; a hook that fails here must not hide the original error.
 
         Memory keeps what the call completed (the input and every finished turn) but not an
         assistant turn whose tool calls never got results, so the conversation stays valid for
         the next request.
         """
+        memory = call.memory
         memory[:] = drop_unanswered_tail(memory)
+        event = Error(ctx=call.ctx, agent=self.name, memory=memory, call_id=call.id, error=error)
         try:
-            await self.hooks.dispatch(Error(ctx=ctx, agent=self.name, memory=memory, error=error))
+            await self.hooks.dispatch(event)
         except Exception as hook_error:
             logger.exception("a hook failed while handling %r", error)
             error.add_note(f"while reporting this error, a hook failed: {hook_error!r}")
 
-    async def _loop(self, ctx: RuntimeContext, memory: list[Msg], emit: Emit | None) -> Msg:
+    async def _loop(self, call: _Call) -> Msg:
         for step in range(self.max_iters):
-            message = await self._reason(ctx, memory, step, emit, final=False)
+            message = await self._reason(call, step, final=False)
             calls = message.tool_uses
             if not calls:
                 return message
-            await self._act_all(ctx, memory, calls, emit)
-        return await self._reason(ctx, memory, self.max_iters, emit, final=True)
+            await self._act_all(call, calls)
+        return await self._reason(call, self.max_iters, final=True)
 
-    async def _reason(
-        self, ctx: RuntimeContext, memory: list[Msg], step: int, emit: Emit | None, *, final: bool
-    ) -> Msg:
+    async def _reason(self, call: _Call, step: int, *, final: bool) -> Msg:
+        memory, emit = call.memory, call.emit
         messages = [self.system_message, *memory] if self.system_message else list(memory)
         if final:
             messages.append(Msg(role="user", name="system_hint", content=MAX_ITERS_HINT))
         event = PreReasoning(
-            ctx=ctx,
+            ctx=call.ctx,
             agent=self.name,
             memory=memory,
+            call_id=call.id,
             step=step,
             messages=messages,
             tools=list(self.toolkit.schemas()),
@@ -263,9 +288,10 @@ class ReActAgent:
         memory.append(message)
         await self.hooks.dispatch(
             PostReasoning(
-                ctx=ctx,
+                ctx=call.ctx,
                 agent=self.name,
                 memory=memory,
+                call_id=call.id,
                 step=step,
                 message=message,
                 model=metadata["model"],
@@ -275,11 +301,9 @@ class ReActAgent:
         )
         return message
 
-    async def _act_all(
-        self, ctx: RuntimeContext, memory: list[Msg], calls: list[ToolUseBlock], emit: Emit | None
-    ) -> None:
-        if self.parallel_tools and len(calls) > 1:
-            tasks = [asyncio.create_task(self._act(ctx, memory, c, emit)) for c in calls]
+    async def _act_all(self, call: _Call, uses: list[ToolUseBlock]) -> None:
+        if self.parallel_tools and len(uses) > 1:
+            tasks = [asyncio.create_task(self._act(call, use)) for use in uses]
             try:
                 results = await asyncio.gather(*tasks)
             except BaseException:
@@ -289,24 +313,24 @@ class ReActAgent:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
         else:
-            results = [await self._act(ctx, memory, call, emit) for call in calls]
-        memory.extend(results)
+            results = [await self._act(call, use) for use in uses]
+        call.memory.extend(results)
 
-    async def _act(
-        self, ctx: RuntimeContext, memory: list[Msg], call: ToolUseBlock, emit: Emit | None
-    ) -> Msg:
+    async def _act(self, call: _Call, use: ToolUseBlock) -> Msg:
+        ctx, memory, emit = call.ctx, call.memory, call.emit
         await self.hooks.dispatch(
-            PreActing(ctx=ctx, agent=self.name, memory=memory, tool_call=call)
+            PreActing(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, tool_call=use)
         )
         if emit is not None:
-            emit(ToolStarted(call))
+            emit(ToolStarted(use))
         started = time.perf_counter()
-        result = await self.toolkit.call(call, ctx)
+        result = await self.toolkit.call(use, ctx)
         event = PostActing(
             ctx=ctx,
             agent=self.name,
             memory=memory,
-            tool_call=call,
+            call_id=call.id,
+            tool_call=use,
             result=result,
             latency_s=time.perf_counter() - started,
         )

@@ -1,7 +1,9 @@
 """The events an agent emits to its hooks.
 
-Every event carries the call's :class:`RuntimeContext` (``ctx``), the agent's name and the
-call's conversation (``memory``: the messages the agent keeps, in order). Fields documented as
+Every event carries the call's :class:`RuntimeContext` (``ctx``), the agent's name, the
+call's conversation (``memory``: the messages the agent keeps, in order) and the call's id
+(``call_id``, fresh for every call: what a hook keys per-call state by, since two calls may
+run at once on one agent). Fields documented as
 mutable are the points where hooks change what happens next:
 
 - :class:`PreReasoning.messages` is rebuilt from memory for every step, so whatever a hook puts
@@ -48,6 +50,7 @@ class Event:
     ctx: RuntimeContext
     agent: str
     memory: list[Msg]
+    call_id: str
 
 
 @dataclass(slots=True, kw_only=True)

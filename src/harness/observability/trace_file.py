@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -63,7 +62,6 @@ __all__ = [
     "TRACES_DIR",
     "CallSummary",
     "encode_records",
-    "new_call_id",
     "now_iso",
     "read_trace",
     "record",
@@ -92,11 +90,6 @@ def trace_path(agent: str, session_id: str | None) -> str:
 def now_iso() -> str:
     """The current time as a record's ``ts``."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def new_call_id() -> str:
-    """A fresh call id: ``call-`` and 12 random hex digits (unique enough within a session)."""
-    return f"call-{secrets.token_hex(6)}"
 
 
 def cut(text: str, limit: int) -> str:

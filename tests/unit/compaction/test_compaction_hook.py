@@ -195,5 +195,5 @@ async def test_hook_ignores_other_events_and_has_priority_ten() -> None:
     hook = CompactionHook(ConversationCompactor(FunctionModel(summary_of)), CONFIG)
     assert hook.priority == 10
     await hook.on_event(
-        PreCompact(ctx=RuntimeContext(), agent="a", memory=[], cut=0, tokens_before=0)
+        PreCompact(ctx=RuntimeContext(), agent="a", memory=[], call_id="c1", cut=0, tokens_before=0)
     )

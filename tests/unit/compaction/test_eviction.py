@@ -58,6 +58,7 @@ def post_acting(
         ctx=RuntimeContext(session_id="s1", user_id=user_id),
         agent="bot",
         memory=[],
+        call_id="c1",
         tool_call=ToolUseBlock(id=call_id, name=tool, input={}),
         result=ToolResultBlock(id=call_id, name=tool, output=output, is_error=is_error),
         latency_s=0.0,

@@ -25,6 +25,7 @@ def event(
         ctx=ctx or RuntimeContext(session_id="s1"),
         agent="bot",
         memory=[],
+        call_id="c1",
         step=0,
         messages=messages if messages is not None else [Msg(role="user", content="hi")],
         tools=[ToolSchema(name=name, description="") for name in tools],

@@ -1,5 +1,6 @@
 """Contract tests for hooks and the hook chain (harness.kernel.hooks)."""
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -26,11 +27,13 @@ CTX = RuntimeContext(session_id="s")
 
 
 def pre_call() -> PreCall:
-    return PreCall(ctx=CTX, agent="a", memory=[], inputs=[])
+    return PreCall(ctx=CTX, agent="a", memory=[], call_id="c1", inputs=[])
 
 
 def post_call() -> PostCall:
-    return PostCall(ctx=CTX, agent="a", memory=[], reply=Msg(role="assistant", content="x"))
+    return PostCall(
+        ctx=CTX, agent="a", memory=[], call_id="c1", reply=Msg(role="assistant", content="x")
+    )
 
 
 class Recorder(Hook):
@@ -100,7 +103,7 @@ async def test_events_filter_which_events_a_hook_sees() -> None:
 
     await chain.dispatch(pre_call())
     await chain.dispatch(post_call())
-    await chain.dispatch(Error(ctx=CTX, agent="a", memory=[], error=ValueError("x")))
+    await chain.dispatch(Error(ctx=CTX, agent="a", memory=[], call_id="c1", error=ValueError("x")))
 
     assert log == [
         "only:PreCall",
@@ -188,3 +191,37 @@ def test_a_hook_tool_clashing_with_a_given_tool_is_rejected() -> None:
 
     with pytest.raises(ValueError, match="'clock' is already registered"):
         ReActAgent(name="a", model=ScriptedChatModel([]), toolkit=[clock], hooks=[ClockHook()])
+
+
+class CallIds(Hook):
+    """Records (call id, event name) of every event."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def on_event(self, event: Event) -> None:
+        self.seen.append((event.call_id, type(event).__name__))
+
+
+async def test_every_event_of_a_call_carries_its_id_and_concurrent_calls_differ() -> None:
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    turns: list[dict[str, Any]] = [
+        {"match": "^first$", "tool_calls": [{"name": "noop", "input": {}}]},
+        {"match": "^second$", "tool_calls": [{"name": "noop", "input": {}}]},
+        {"text": "done", "repeat": True},
+    ]
+    ids = CallIds()
+    agent = ReActAgent(name="a", model=ScriptedChatModel(turns), toolkit=[noop], hooks=[ids])
+    await asyncio.gather(agent.call("first", memory=[]), agent.call("second", memory=[]))
+    by_call: dict[str, list[str]] = {}
+    for call_id, name in ids.seen:
+        by_call.setdefault(call_id, []).append(name)
+    assert len(by_call) == 2
+    for names in by_call.values():
+        assert names[0] == "PreCall"
+        assert names[-1] == "PostCall"
+        assert {"PreReasoning", "PostReasoning", "PreActing", "PostActing"} <= set(names)
+    assert all(call_id.startswith("call-") for call_id in by_call)

@@ -331,7 +331,7 @@ async def test_the_hook_leaves_the_prompt_alone_without_skills(workspace: Path) 
     hook = SkillsHook(WorkspaceManager(workspace))
     messages = [Msg(role="system", content="base"), Msg(role="user", content="hi")]
     event = PreReasoning(
-        agent="a", ctx=NOBODY, step=0, messages=list(messages), tools=[], memory=[]
+        agent="a", ctx=NOBODY, step=0, messages=list(messages), tools=[], memory=[], call_id="c1"
     )
     await hook.on_event(event)
     assert event.messages == messages
