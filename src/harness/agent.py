@@ -281,7 +281,6 @@ class HarnessAgent:
         self.tasks: TaskRepository | None = None
         # The hook holds the subagent tools (``spawning``, ``task_tools``), for direct use.
         self.subagents: SubagentsHook | None = None
-        self._shutdown_grace = 0.0
         if subagents is not None:
             settings = ChildSettings(
                 model=self.model,
@@ -315,6 +314,8 @@ class HarnessAgent:
                 )
             )
         chain.append(SessionPersistenceHook(self.sessions))  # 900: snapshots the final state
+        # The hooks built here, closed with the agent; the caller's own hooks stay the caller's.
+        self._own_hooks = tuple(hook for hook in chain if hook not in user_hooks)
 
         self.delegate = ReActAgent(
             name=name,
@@ -371,10 +372,9 @@ class HarnessAgent:
         then cancelled; subagents are closed; the workspace's memory worker stops when its
         last agent closes; model clients built here from a spec are closed.
         """
-        if self.subagents is not None:
-            subagents, self.subagents = self.subagents, None
-            await subagents.aclose(self._shutdown_grace)
-        await self.mcp.aclose()
+        hooks, self._own_hooks = self._own_hooks, ()
+        for hook in reversed(hooks):  # the latest in the chain first: subagents before MCP
+            await hook.aclose()
         if self.maintenance is not None:
             maintenance, self.maintenance = self.maintenance, None
             await maintenance.release()
@@ -465,9 +465,12 @@ class HarnessAgent:
             agent=self.name, catalog=catalog, settings=settings, tasks=self.tasks, config=config
         )
         self.subagents = SubagentsHook(
-            catalog, self.tasks, spawning, notice_lines=config.notice_lines
+            catalog,
+            self.tasks,
+            spawning,
+            notice_lines=config.notice_lines,
+            shutdown_grace_seconds=config.shutdown_grace_seconds,
         )
-        self._shutdown_grace = config.shutdown_grace_seconds
         return self.subagents
 
     async def _trace_flush(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:

@@ -19,7 +19,7 @@ from harness import (
     RuntimeContext,
     ScriptExhaustedError,
 )
-from harness.hooks import SessionPersistenceHook
+from harness.hooks import SessionPersistenceHook, SubagentsHook
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
@@ -347,3 +347,34 @@ async def test_trace_hook_logs_one_line_per_event(
     assert all(line.startswith("[harness] ") and "session=t1 user=ann" in line for line in lines)
     assert "model=scripted" in lines[2]
     assert all("\n" not in line for line in lines)
+
+
+class Closing(Hook):
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def aclose(self) -> None:
+        self.log.append("user hook closed")
+
+
+async def test_closing_the_agent_closes_the_hooks_it_built_latest_first_and_not_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[str] = []
+
+    def recording(cls: type[Hook]) -> None:
+        async def aclose(self: Hook) -> None:
+            closed.append(type(self).__name__)
+
+        monkeypatch.setattr(cls, "aclose", aclose)
+
+    for cls in (SubagentsHook, MCPHook, SessionPersistenceHook):
+        recording(cls)
+    agent = HarnessAgent(
+        model=ScriptedChatModel([{"text": "ok"}]),
+        workspace=tmp_path / "ws",
+        hooks=[Closing(closed)],
+    )
+    await agent.aclose()
+    await agent.aclose()  # a second close closes nothing again
+    assert closed == ["SessionPersistenceHook", "SubagentsHook", "MCPHook"]

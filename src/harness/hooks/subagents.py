@@ -136,8 +136,10 @@ class SubagentsHook(Hook):
         spawning: SubagentTools,
         *,
         notice_lines: int = 20,
+        shutdown_grace_seconds: float = 0.0,
     ) -> None:
         self.catalog = catalog
+        self.shutdown_grace_seconds = shutdown_grace_seconds
         self.tasks = tasks
         self.spawning = spawning
         self.task_tools = TaskTools(tasks)
@@ -168,7 +170,7 @@ class SubagentsHook(Hook):
         event.messages.append(notice)
         await self.tasks.mark_delivered(shown)
 
-    async def aclose(self, grace_seconds: float) -> None:
+    async def aclose(self) -> None:
         """Let running tasks finish (up to the grace period), then close the children."""
-        await self.tasks.aclose(grace_seconds)
+        await self.tasks.aclose(self.shutdown_grace_seconds)
         await self.spawning.aclose()

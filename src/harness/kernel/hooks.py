@@ -36,6 +36,13 @@ class Hook:
         """Tools this hook contributes to the agent's toolkit."""
         return ()
 
+    async def aclose(self) -> None:
+        """Release what the hook holds (servers, background tasks) when its owner closes.
+
+        Whoever builds a hook closes it: an agent closes the hooks it made, and the hooks an
+        application passes in stay the application's.
+        """
+
     def handles(self, event_type: type[Event]) -> bool:
         return not self.events or issubclass(event_type, self.events)
 
