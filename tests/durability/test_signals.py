@@ -1,7 +1,8 @@
 """Loss 4: SIGTERM lost the turn in flight; SIGKILL lost it too and left a temporary file.
 
 `harness run` runs one long turn (15 steps of 50 ``memory_save`` calls each into MEMORY.md)
-and is stopped at a random moment by SIGTERM, SIGHUP or SIGKILL, 24 times. After each stop:
+and is stopped at a random moment by SIGTERM, SIGHUP or SIGKILL, 24 times (the moments drawn
+within the time one whole turn takes on this machine, measured first). After each stop:
 
 - SIGTERM and SIGHUP exit with 128 + the signal, like SIGINT does;
 - the saved session holds the user's message once and every step completed before the stop:
@@ -83,6 +84,29 @@ def stop_a_long_turn(root: Path, signum: int, delay: float) -> Stopped:
     return Stopped(signum, process.returncode, stderr, requests, workspace)
 
 
+def time_a_whole_turn(root: Path) -> float:
+    """Seconds from the turn's first request to the end of the process, unstopped.
+
+    The stops are drawn within this, so they land during the turn on a fast machine as on a
+    slow one.
+    """
+    root.mkdir(parents=True)
+    model = f"scripted:{script(root / 'script.json')}"
+    log = root / "requests.jsonl"
+    process = subprocess.Popen(
+        [str(HARNESS), "run", "-w", str(root / "ws"), "--model", model, *NO_COMPACTION, "go"],
+        env=env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    started = time.monotonic()
+    assert process.wait(timeout=120) == 0
+    return time.monotonic() - started
+
+
 def start_again(stopped: Stopped) -> subprocess.CompletedProcess[str]:
     model = f"scripted:{stopped.workspace.parent / 'script.json'}"
     return subprocess.run(
@@ -126,7 +150,8 @@ async def test_stopped_at_random_moments_a_long_turn_loses_no_completed_step(
     tmp_path: Path,
 ) -> None:
     rng = random.Random(20261201)
-    plan = [(SIGNALS[i % 3], rng.uniform(0.0, 4.0)) for i in range(KILLS)]
+    turn = time_a_whole_turn(tmp_path / "whole")
+    plan = [(SIGNALS[i % 3], rng.uniform(0.0, 0.8 * turn)) for i in range(KILLS)]
     with ThreadPoolExecutor(max_workers=3) as pool:
         stops = list(
             pool.map(
@@ -151,7 +176,8 @@ async def test_stopped_at_random_moments_a_long_turn_loses_no_completed_step(
         for signum in SIGNALS
     }
     print(
-        f"{landed} of {KILLS} stops came during the turn ({by_signal}); steps saved per stop: "
+        f"a whole turn took {turn:.1f} s; {landed} of {KILLS} stops came during the turn "
+        f"({by_signal}); steps saved per stop: "
         f"{[steps for steps, _ in checked]}; every completed step kept, no stray file"
     )
     assert landed >= 20, f"only {landed} of {KILLS} signals came during the turn"
