@@ -134,3 +134,4 @@ def test_the_wheel_ships_py_typed(tmp_path: Path) -> None:
         names = set(built.namelist())
     assert "harness/py.typed" in names
     assert "harness/errors.py" in names
+    assert "harness/cli/demo_script.json" in names  # the tour's script, read as package data

@@ -11,8 +11,9 @@ import asyncio
 import json
 import tempfile
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from rich.panel import Panel
 from rich.text import Text
@@ -45,103 +46,10 @@ MEMORY = """\
 - The user's name is Ada; she prefers metric units.
 """
 
-DEMO_SCRIPT = {
-    "log": "demo-requests.jsonl",
-    "turns": [
-        {
-            "match": r"Extract NEW memories[\s\S]*How far is a marathon\?",
-            "text": "- Ada asked how far a marathon is: about 42.2 km.",
-        },
-        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
-        {
-            "match": "Context Extraction Assistant",
-            "text": "## SESSION INTENT\nAda asked how far a marathon is.\n\n## SUMMARY\n"
-            "A marathon is about 42.2 km; she then asked to check the server log.\n\n"
-            "## ARTIFACTS\nNone\n\n## NEXT STEPS\nReport what the log shows.",
-            "repeat": True,
-        },
-        {
-            "match": "New daily log entries to merge",
-            "text": "# Memory\n\n- The user's name is Ada; she prefers metric units.\n"
-            "- A marathon is about 42.2 km (Ada asked, on her first visit).",
-            "repeat": True,
-        },
-        # Step 7 first: its requests carry random ids, which may contain a "42".
-        {
-            "match": "(?i)in the background",
-            "tool_calls": [
-                {
-                    "name": "agent_spawn",
-                    "input": {
-                        "agent_id": "log-analyst",
-                        "task": "Find the errors in today's log.",
-                        "label": "logs",
-                        "timeout_seconds": 0,
-                    },
-                }
-            ],
-        },
-        {"match": "status: accepted", "text": "The log analyst is on it; I will tell you."},
-        {"match": "(?i)find the errors", "tool_calls": [{"name": "read_server_log", "input": {}}]},
-        {
-            "match": "ERROR upstream timeout",
-            "text": "1 error in 400 lines: 12:02:03 upstream timeout after 30000 ms.",
-        },
-        {
-            "match": "<system-reminder>",
-            "text": "The log analyst reports one error: an upstream timeout at 12:02:03.",
-        },
-        {
-            "match": "(?i)ask the log analyst",
-            "tool_calls": [
-                {
-                    "name": "agent_send",
-                    "input": {"label": "logs", "message": "What should we check first?"},
-                }
-            ],
-        },
-        {"match": "(?i)check first", "text": "The upstream service's timeout settings."},
-        {
-            "match": "timeout settings",
-            "text": "The analyst suggests checking the upstream timeout settings first.",
-        },
-        {
-            "match": "(?i)release notes",
-            "tool_calls": [{"name": "load_skill", "input": {"name": "release-notes"}}],
-        },
-        {
-            "match": "Skill: release-notes",
-            "tool_calls": [
-                {"name": "read_file", "input": {"path": "skills/release-notes/template.md"}}
-            ],
-        },
-        {
-            "match": "## Highlights",
-            "text": "## Highlights\n- Subagents work in the background.\n\n## Fixes\n- None.",
-        },
-        {
-            "match": "(?i)in the sandbox",
-            "tool_calls": [
-                {
-                    "name": "execute",
-                    "input": {"command": "echo hello from $(pwd); ls /root 2>&1 | head -1"},
-                }
-            ],
-        },
-        {"match": "Exit code:", "text": "The command ran in the sandbox."},
-        {
-            "match": "(?i)how far",
-            "tool_calls": [{"name": "convert_miles", "input": {"miles": 26.2}}],
-        },
-        {"match": "42", "text": "A marathon is about 42.2 km, Ada."},
-        {"match": "(?i)what did i ask", "text": "You asked how far a marathon is: 42.2 km."},
-        {"match": "(?i)server log", "tool_calls": [{"name": "read_server_log", "input": {}}]},
-        {
-            "match": "Tool output was too large",
-            "text": "One error: an upstream timeout at 12:02:03; everything else was served fine.",
-        },
-    ],
-}
+DEMO_SCRIPT: Final[dict[str, Any]] = json.loads(
+    resources.files("harness.cli").joinpath("demo_script.json").read_text(encoding="utf-8")
+)
+"""The scripted model's turns for the tour (package data: ``harness/cli/demo_script.json``)."""
 """The tour's script: the agent's answers (a tool call, the restored session, a delegation),
 the subagent's, and the memory model's (a flush that keeps a fact, one that finds nothing new,
 a consolidation)."""
