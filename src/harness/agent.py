@@ -53,7 +53,6 @@ from harness.kernel import (
     StreamItem,
     Tool,
     Toolkit,
-    new_call_id,
 )
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
@@ -254,6 +253,7 @@ class HarnessAgent:
                     toolkit.register(tool)
         self.compaction = compaction
         self.compactor: ConversationCompactor | None = None
+        self._compaction: CompactionHook | None = None  # also recovers from an overflow
         summarizer = self._model(compaction_model) if compaction_model else self.model
         if compaction is not None:
             self.compactor = ConversationCompactor(
@@ -262,7 +262,8 @@ class HarnessAgent:
                 transcript=transcript if compaction.offload_before else None,
             )
             # 10: compacts before any hook shapes the request, so none of that is summarized
-            chain.append(CompactionHook(self.compactor, compaction, emit=self._emit))
+            self._compaction = CompactionHook(self.compactor, compaction, emit=self._emit)
+            chain.append(self._compaction)
         if tool_result_eviction is not None:
             # 50: only the trace hook (0) ever sees a result before it is evicted
             chain.append(
@@ -346,7 +347,13 @@ class HarnessAgent:
             try:
                 return await self.delegate.call(msgs, ctx=ctx, memory=memory)
             except ContextOverflowError as overflow:
-                await self._compact_by_force(ctx, memory, overflow)
+                if self._compaction is None:
+                    msg = (
+                        f"the conversation no longer fits the model's context window ({overflow}); "
+                        "pass compaction=CompactionConfig() to summarize long history automatically"
+                    )
+                    raise ContextOverflowError(msg) from overflow
+                await self._compaction.recover(ctx, self.name, memory, overflow)
             # The input is already in memory (the failed attempt kept it): retry without it,
             # so the user's turn appears once.
             return await self.delegate.call(None, ctx=ctx, memory=memory)
@@ -394,37 +401,6 @@ class HarnessAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    async def _compact_by_force(
-        self, ctx: RuntimeContext, memory: list[Msg], overflow: ContextOverflowError
-    ) -> None:
-        """Shrink the conversation after an overflow so one retry can fit, or say why not."""
-        if self.compactor is None or self.compaction is None:
-            msg = (
-                f"the conversation no longer fits the model's context window ({overflow}); "
-                "pass compaction=CompactionConfig() to summarize long history automatically"
-            )
-            raise ContextOverflowError(msg) from overflow
-        conversation = [m for m in memory if m.role != "system"]
-        result = await self.compactor.compact(ctx, conversation, self.compaction, force=True)
-        if result is None:
-            msg = f"the context overflowed and compaction could not shrink it: {overflow}"
-            raise ContextOverflowError(msg) from overflow
-        memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
-        if result.summary is not None:
-            details = result.record()
-            await self._emit(
-                PostCompact(
-                    ctx=ctx,
-                    agent=self.name,
-                    memory=memory,
-                    call_id=new_call_id(),  # between the failed call and its retry
-                    removed=result.removed,
-                    summary=result.summary,
-                    tokens_after=result.tokens_after,
-                    details=details,
-                )
-            )
 
     async def _emit(self, event: Event) -> None:
         """Send a compaction event to the hooks, and keep its record with the session."""

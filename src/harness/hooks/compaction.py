@@ -21,6 +21,10 @@ whoever builds it (``HarnessAgent`` passes its delegate's ``hooks.dispatch``) an
 :class:`PostCompact` after memory was replaced, with the compaction record in ``details``.
 Without ``emit`` no events are sent.
 
+Overflow: when the provider still refuses a request as too long, :meth:`CompactionHook.recover`
+compacts the conversation by force (whatever the triggers say) so that one retry can fit, and
+announces it like any compaction; ``HarnessAgent`` calls it and retries once.
+
 Failures: any error of compaction is logged and the step goes on uncompacted; the summarizer's
 own failure does not even get here (the compactor falls back to an extractive summary). An
 interruption (``CancelledError``, :class:`AgentInterrupted`, also when wrapped in another
@@ -45,7 +49,17 @@ from harness.compaction import (
     is_interruption,
     truncate_args,
 )
-from harness.kernel import Event, Hook, Msg, PostCompact, PreCompact, PreReasoning
+from harness.context import RuntimeContext
+from harness.errors import ContextOverflowError
+from harness.kernel import (
+    Event,
+    Hook,
+    Msg,
+    PostCompact,
+    PreCompact,
+    PreReasoning,
+    new_call_id,
+)
 
 __all__ = ["CompactionEmit", "CompactionHook", "rebuild_request"]
 
@@ -157,15 +171,44 @@ class CompactionHook(Hook):
 
         return announce
 
+    async def recover(
+        self, ctx: RuntimeContext, agent: str, memory: list[Msg], overflow: ContextOverflowError
+    ) -> None:
+        """Shrink ``memory`` after a context overflow so one retry can fit, or say why not.
+
+        Runs between the failed call and its retry, so its ``PostCompact`` has a call id of
+        its own.
+
+        Raises:
+            ContextOverflowError: Compaction could not shrink the conversation.
+        """
+        conversation = [m for m in memory if m.role != "system"]
+        result = await self.compactor.compact(ctx, conversation, self.config, force=True)
+        if result is None:
+            msg = f"the context overflowed and compaction could not shrink it: {overflow}"
+            raise ContextOverflowError(msg) from overflow
+        memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
+        await self._announce(ctx, agent, memory, new_call_id(), result)
+
     async def _post_compact(self, event: PreReasoning, result: CompactionResult) -> None:
+        await self._announce(event.ctx, event.agent, event.memory, event.call_id, result)
+
+    async def _announce(
+        self,
+        ctx: RuntimeContext,
+        agent: str,
+        memory: list[Msg],
+        call_id: str,
+        result: CompactionResult,
+    ) -> None:
         if self.emit is None or result.summary is None:
             return
         await self.emit(
             PostCompact(
-                ctx=event.ctx,
-                agent=event.agent,
-                memory=event.memory,
-                call_id=event.call_id,
+                ctx=ctx,
+                agent=agent,
+                memory=memory,
+                call_id=call_id,
                 removed=result.removed,
                 summary=result.summary,
                 tokens_after=result.tokens_after,
