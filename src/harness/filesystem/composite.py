@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace
+from harness.filesystem._semantics import glob_regex
 from harness.filesystem.base import (
     AbstractFilesystem,
     EditResult,
@@ -51,7 +52,6 @@ from harness.filesystem.base import (
     check_path,
     namespace_prefix,
 )
-from harness.filesystem.local import _glob_regex as glob_regex
 from harness.layout import USERS_DIR
 from harness.paths import normalize
 

@@ -34,7 +34,6 @@ survives restarts.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import errno
 import hashlib
@@ -59,11 +58,27 @@ from harness.filesystem._beneath import (
     replace,
     stat_beneath,
 )
+from harness.filesystem._semantics import (
+    BINARY_EXTENSIONS,
+    DEFAULT_MAX_FILE_BYTES,
+    MAX_NAME_BYTES,
+    BadName,
+    Fail,
+    SymlinkEscape,
+    check_names,
+    clean_pattern,
+    edited,
+    exists_message,
+    glob_regex,
+    read_result,
+    refusal,
+    shown_path,
+    text_of,
+)
 from harness.filesystem.base import (
     MISSING,
     AbstractFilesystem,
     EditResult,
-    FileData,
     FileInfo,
     FsError,
     FsErrorCode,
@@ -71,7 +86,6 @@ from harness.filesystem.base import (
     GrepResult,
     IsolationScope,
     ListResult,
-    OtherNamespace,
     ReadResult,
     TransferResult,
     Version,
@@ -90,32 +104,6 @@ __all__ = [
     "LocalFilesystem",
 ]
 
-DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
-"""Files larger than this are not read, edited or searched (10 MiB, the original's default)."""
-
-MAX_NAME_BYTES: Final = 240
-"""The longest file or directory name, in UTF-8 bytes.
-
-Disks take 255; an atomic write's temporary file (``.<name>.<8 chars>.tmp``) needs 14 more.
-"""
-
-BINARY_EXTENSIONS: Final = frozenset(
-    {
-        # images
-        "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tif", "tiff", "heic", "avif",
-        # audio and video
-        "mp3", "wav", "ogg", "flac", "m4a", "aac", "mp4", "m4v", "mov", "avi", "mkv", "webm",
-        # documents
-        "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp",
-        # archives
-        "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "war",
-        # compiled code and native libraries
-        "class", "pyc", "so", "dylib", "dll", "exe", "o", "a", "wasm", "bin",
-        # databases
-        "sqlite", "db",
-    }
-)  # fmt: skip
-"""Extensions read as base64 whatever their bytes (the original's list, roughly)."""
 
 MAX_PATH_BYTES: Final = 4096
 """The longest whole path (root included, in bytes) Linux takes."""
@@ -124,22 +112,6 @@ _LOCK_OR_TEMP = re.compile(r"\..+\.lock|\..+\.[A-Za-z0-9_]{8}\.tmp")
 """Names of the sidecar lock files and in-flight temporary files of atomic writes."""
 
 _R = TypeVar("_R")
-
-
-class _SymlinkEscape(PathOutsideWorkspace):
-    """The path resolves, through a symbolic link, to somewhere outside the namespace."""
-
-
-class _BadName(PathOutsideWorkspace):
-    """A name the filesystem cannot hold (too long, not encodable) or a symlink loop."""
-
-
-class _Fail(Exception):
-    """An expected failure of a tool operation, carried out as its result's error."""
-
-    def __init__(self, code: FsErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = FsError(code, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,34 +203,34 @@ class LocalFilesystem(AbstractFilesystem):
             raise TypeError(msg)
         check_path(path, self.scope, ctx)
         rel = normalize(path)
-        _check_names(path, rel)
+        check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
         root = self._real_root or self._resolve_root()
         namespace = root / prefix if prefix else root
         lexical = namespace / rel if rel else namespace
         if len(os.fsencode(lexical)) >= MAX_PATH_BYTES:
             msg = (
-                f"path {_show(path)} is too long for the disk ({len(rel.encode())} bytes); "
+                f"path {shown_path(path)} is too long for the disk ({len(rel.encode())} bytes); "
                 "use a shorter path with fewer directories"
             )
-            raise _BadName(msg)
+            raise BadName(msg)
         try:
             parent = lexical.parent.resolve() if rel else namespace.parent
             leaf = parent / lexical.name if rel else namespace
             real = leaf.resolve() if leaf.is_symlink() else leaf  # parent is resolved already
         except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
-            msg = f"path {_show(path)} runs into a loop of symbolic links"
-            raise _BadName(msg) from exc
+            msg = f"path {shown_path(path)} runs into a loop of symbolic links"
+            raise BadName(msg) from exc
         hidden = None
         if ctx is not None and not prefix and self.scope is IsolationScope.USER:
             hidden = namespace / USERS_DIR
         target = _Target(rel, leaf, real, namespace, root, hidden)
         if not (target.allows(leaf.parent) or not rel) or not target.allows(real):
             msg = (
-                f"path {_show(path)} leads out of the caller's namespace through a symbolic "
+                f"path {shown_path(path)} leads out of the caller's namespace through a symbolic "
                 "link; use a path whose links stay inside"
             )
-            raise _SymlinkEscape(msg)
+            raise SymlinkEscape(msg)
         return target
 
     def _display(self, target: _Target, real: Path) -> str:
@@ -282,7 +254,7 @@ class LocalFilesystem(AbstractFilesystem):
         if found is None:
             return ListResult()
         if not stat.S_ISDIR(found.st_mode):
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; read it instead",
             )
@@ -347,7 +319,7 @@ class LocalFilesystem(AbstractFilesystem):
     ) -> ReadResult:
         target = self._resolve(path, ctx)
         raw, modified = self._read_file(target, path)
-        return _read_result(target.path.name, raw, modified, path, offset, limit)
+        return read_result(target.path.name, raw, modified, path, offset, limit)
 
     def _read_file(self, target: _Target, path: str) -> tuple[bytes, float]:
         """A file's bytes and modification time, or the tool error saying why not."""
@@ -358,14 +330,14 @@ class LocalFilesystem(AbstractFilesystem):
         """A file's modification time, or the tool error saying why it cannot be read."""
         found = _stat(target, target.path, path)
         if found is None:
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
+            raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
         if stat.S_ISDIR(found.st_mode):
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.IS_DIRECTORY,
                 f"'{path}' is a directory, not a file; list it with ls instead",
             )
         if found.st_size > self.max_file_bytes:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.TOO_LARGE,
                 f"'{path}' is {found.st_size} bytes, over the limit of {self.max_file_bytes}; "
                 "search it with grep instead",
@@ -387,21 +359,21 @@ class LocalFilesystem(AbstractFilesystem):
         name = target.path.name
         with _locked(target, path) as directory:
             if lstat(directory, name) is not None or target.leaf.is_symlink():
-                raise _Fail(FsErrorCode.ALREADY_EXISTS, _exists_message(path))
+                raise Fail(FsErrorCode.ALREADY_EXISTS, exists_message(path))
             replace(directory, name, data)
         return WriteResult(target.rel)
 
     def _check_writable(self, target: _Target, path: str) -> None:
         """Refuse a write to a directory, or below something that is a file."""
         if not target.rel or _is_directory(_stat(target, target.path, path)):
-            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+            raise Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         for parent in target.path.parents:
             if parent == target.namespace or not _inside(parent, target.namespace):
                 break
             found = _stat(target, parent, path)
             if found is not None and not stat.S_ISDIR(found.st_mode):
                 shown = parent.relative_to(target.namespace).as_posix()
-                raise _Fail(
+                raise Fail(
                     FsErrorCode.NOT_A_DIRECTORY,
                     f"cannot create '{path}': '{shown}' is a file, not a directory",
                 )
@@ -431,7 +403,7 @@ class LocalFilesystem(AbstractFilesystem):
     ) -> EditResult:
         target = self._resolve(path, ctx)
         if not old:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NO_MATCH,
                 "the text to replace is empty; give the exact text to replace, with context",
             )
@@ -439,7 +411,7 @@ class LocalFilesystem(AbstractFilesystem):
         name = target.path.name
         with _locked(target, path, create=False) as directory:
             raw, _ = self._read_file(target, path)
-            updated, occurrences = _edited(path, name, raw, old, new, replace_all)
+            updated, occurrences = edited(path, name, raw, old, new, replace_all)
             replace(directory, name, updated)
         return EditResult(target.rel, occurrences=occurrences)
 
@@ -470,8 +442,8 @@ class LocalFilesystem(AbstractFilesystem):
         filter_re = None
         by_path = False
         if glob:
-            cleaned = _clean_pattern(glob)
-            filter_re = _glob_regex(cleaned)
+            cleaned = clean_pattern(glob)
+            filter_re = glob_regex(cleaned)
             by_path = "/" in cleaned
         matches: list[GrepMatch] = []
         for found in self._walk_files(target, path):
@@ -481,7 +453,7 @@ class LocalFilesystem(AbstractFilesystem):
             if found.stat.st_size > self.max_file_bytes:
                 continue
             try:
-                text = _text_of(name, read_beneath(target.root, found.source))
+                text = text_of(name, read_beneath(target.root, found.source))
             except OSError:  # removed, unreadable or swapped for a link meanwhile: not an answer
                 continue
             if text is None or pattern not in text:
@@ -537,10 +509,10 @@ class LocalFilesystem(AbstractFilesystem):
 
     def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
-        matcher = _glob_regex(_clean_pattern(pattern))
+        matcher = glob_regex(clean_pattern(pattern))
         top = _stat(target, target.path, path)
         if top is not None and not stat.S_ISDIR(top.st_mode):
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; glob searches under a directory",
             )
@@ -601,11 +573,11 @@ class LocalFilesystem(AbstractFilesystem):
     def _download_one(self, path: str, ctx: RuntimeContext | None) -> TransferResult:
         target = self._resolve(path, ctx)
         if _is_directory(_stat(target, target.path, path)):
-            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+            raise Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         try:
             data = _read_checked(target, path)
         except (FileNotFoundError, NotADirectoryError):
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
+            raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
         return TransferResult(path, content=data)
 
     async def exists(self, path: str, ctx: RuntimeContext | None = None) -> bool:
@@ -628,13 +600,13 @@ class LocalFilesystem(AbstractFilesystem):
     def _delete(self, path: str, ctx: RuntimeContext | None) -> WriteResult:
         target = self._resolve(path, ctx)
         if not target.rel:
-            raise _Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
+            raise Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
         with (
             contextlib.suppress(FileNotFoundError, NotADirectoryError),  # gone already: fine
             _held(target, target.leaf.parent, path) as directory,
         ):
             if _is_directory(lstat(directory, target.leaf.name)):
-                raise _Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
+                raise Fail(FsErrorCode.IS_DIRECTORY, _directory_delete(path))
             os.unlink(target.leaf.name, dir_fd=directory)
         return WriteResult(target.rel)
 
@@ -653,13 +625,13 @@ class LocalFilesystem(AbstractFilesystem):
         src = self._resolve(source, ctx)
         dst = self._resolve(target, ctx)
         if not src.rel:
-            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+            raise Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
         with _held(src, src.leaf.parent, source) as origin:
             found = lstat(origin, src.leaf.name)  # a link is moved as itself
             if found is None:
-                raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
+                raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
             if stat.S_ISDIR(found.st_mode):
-                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+                raise Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
             self._check_writable(dst, target)
             if src.leaf != dst.leaf:
                 with _held(dst, dst.leaf.parent, target, create=True) as destination:
@@ -751,10 +723,10 @@ def _guard(operation: Callable[[], _R], on_error: Callable[[FsError], _R], path:
     """Run a tool operation, turning refusals and file errors into its error result."""
     try:
         return operation()
-    except _Fail as exc:
+    except Fail as exc:
         return on_error(exc.error)
     except PathOutsideWorkspace as exc:
-        return on_error(_refusal(exc))
+        return on_error(refusal(exc))
     except StorageError as exc:
         if isinstance(exc.__cause__, OSError) and (error := _os_error(exc.__cause__, path)):
             return on_error(error)
@@ -772,68 +744,14 @@ def _storage(path: str, operation: Callable[[], _R]) -> _R:
     try:
         return operation()
     except OSError as exc:
-        msg = f"cannot access {_show(path)}: {exc.strerror or exc}"
+        msg = f"cannot access {shown_path(path)}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
-
-
-def _read_result(
-    name: str, raw: bytes, modified: float | None, path: str, offset: int, limit: int | None
-) -> ReadResult:
-    """The lines a read asked for (or the whole file, base64, when it is not text).
-
-    Raises:
-        _Fail: ``offset`` is past the end of a non-empty file.
-    """
-    text = _text_of(name, raw)
-    if text is None:
-        content = base64.b64encode(raw).decode("ascii")
-        return ReadResult(FileData(content, "base64", modified_at=modified))
-    lines = _split_lines(text)
-    if lines and offset >= len(lines):
-        raise _Fail(
-            FsErrorCode.INVALID_PATH,
-            f"offset {offset} is past the end of '{path}' ({len(lines)} lines); "
-            f"use an offset below {len(lines)}",
-        )
-    end = offset + limit if limit else len(lines)
-    content = "".join(lines[offset:end])
-    return ReadResult(FileData(content, modified_at=modified, total_lines=len(lines)))
-
-
-def _check_names(path: str, rel: str) -> None:
-    """Refuse a name that is not text or too long for the file system (as every backend does).
-
-    Raises:
-        _BadName: Naming the problem.
-    """
-    for name in rel.split("/") if rel else ():
-        try:
-            size = len(name.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            msg = f"path {_show(path)} is not valid text; use a UTF-8 name"
-            raise _BadName(msg) from exc
-        if size > MAX_NAME_BYTES:
-            msg = (
-                f"path {_show(path)} has a name of {size} bytes; names are limited to "
-                f"{MAX_NAME_BYTES} bytes, use a shorter one"
-            )
-            raise _BadName(msg)
-
-
-def _refusal(exc: PathOutsideWorkspace) -> FsError:
-    """The error a tool operation reports for a refused path."""
-    code = (
-        FsErrorCode.PERMISSION_DENIED
-        if isinstance(exc, _SymlinkEscape | OtherNamespace)
-        else FsErrorCode.INVALID_PATH
-    )
-    return FsError(code, str(exc))
 
 
 def _os_error(exc: OSError, path: str) -> FsError | None:
     """The tool error for a file-system error that a caller can act on; None for the rest."""
     detail = exc.strerror or str(exc)
-    shown = _show(path)
+    shown = shown_path(path)
     match exc.errno:
         case errno.ENOENT:
             return FsError(FsErrorCode.FILE_NOT_FOUND, f"File {shown} not found")
@@ -854,18 +772,6 @@ def _os_error(exc: OSError, path: str) -> FsError | None:
 
 def _transfer_error(path: str, error: FsError) -> TransferResult:
     return TransferResult(path, error=error)
-
-
-def _exists_message(path: str) -> str:
-    return (
-        f"Cannot write to {path} because it already exists. "
-        "Read and then make an edit, or write to a new path."
-    )
-
-
-def _show(path: str) -> str:
-    """A path for an error message, shortened when it is very long."""
-    return f"'{path}'" if len(path) <= 80 else f"'{path[:60]}...' ({len(path)} chars)"
 
 
 def _followed(target: _Target, link: Path) -> tuple[Path, os.stat_result] | None:
@@ -899,64 +805,6 @@ def _inside(path: Path, directory: Path) -> bool:
 
 def _version(data: bytes) -> Version:
     return hashlib.sha256(data).hexdigest()
-
-
-def _text_of(name: str, raw: bytes) -> str | None:
-    """The UTF-8 text of a file, or None for a binary one (by extension or by content)."""
-    _, dot, extension = name.rpartition(".")
-    if dot and extension.lower() in BINARY_EXTENSIONS:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _split_lines(text: str) -> list[str]:
-    r"""Lines split on ``\n`` only, each keeping it (``str.splitlines`` also splits on ``\r``)."""
-    lines = text.split("\n")
-    tail = lines.pop()
-    return [line + "\n" for line in lines] + ([tail] if tail else [])
-
-
-def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
-    """``old`` and ``new`` with the file's line endings, when ``old`` is not found as given."""
-    if old in text:
-        return old, new
-    if "\r\n" in old and "\r\n" not in text:
-        return old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
-    if "\r\n" in text and "\n" in old and "\r\n" not in old:
-        return old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-    return old, new
-
-
-def _edited(
-    path: str, name: str, raw: bytes, old: str, new: str, replace_all: bool
-) -> tuple[bytes, int]:
-    """A file's bytes after an edit, and how many occurrences it replaced (any backend).
-
-    Raises:
-        _Fail: The file is binary, or ``old`` is not found, or found more than once without
-            ``replace_all``.
-    """
-    text = _text_of(name, raw)
-    if text is None:
-        raise _Fail(
-            FsErrorCode.UNSUPPORTED,
-            f"'{path}' is a binary file; edit only text files, or upload new bytes",
-        )
-    old, new = _match_line_endings(text, old, new)
-    count = text.count(old)
-    if count == 0:
-        raise _Fail(FsErrorCode.NO_MATCH, f"String not found in file: '{old}'")
-    if count > 1 and not replace_all:
-        raise _Fail(
-            FsErrorCode.NOT_UNIQUE,
-            f"String '{old}' appears {count} times in '{path}'; use replace_all=True "
-            "to replace every occurrence, or add surrounding context to make it unique",
-        )
-    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    return updated.encode("utf-8"), count if replace_all else 1
 
 
 def _read_checked(target: _Target, shown: str) -> bytes:
@@ -1011,9 +859,9 @@ def _locked(target: _Target, shown: str, *, create: bool = True) -> Iterator[int
         yield directory
 
 
-def _swapped(shown: str) -> _SymlinkEscape:
-    return _SymlinkEscape(
-        f"path {_show(shown)} leads out of the caller's namespace through a symbolic link "
+def _swapped(shown: str) -> SymlinkEscape:
+    return SymlinkEscape(
+        f"path {shown_path(shown)} leads out of the caller's namespace through a symbolic link "
         "(it changed while being used); use a path whose links stay inside"
     )
 
@@ -1035,55 +883,3 @@ def _storage_check_file(target: _Target, shown: str) -> None:
     if not target.rel or _is_directory(_stat(target, target.path, shown)):
         msg = f"cannot write {shown!r}: it is a directory, not a file"
         raise StorageError(msg)
-
-
-def _clean_pattern(pattern: str) -> str:
-    """A glob pattern relative to the search directory.
-
-    Raises:
-        PathOutsideWorkspace: The pattern climbs out (``..``), or names a home directory.
-    """
-    cleaned = pattern.replace("\\", "/").strip().lstrip("/")
-    parts = cleaned.split("/")
-    if "\x00" in cleaned or ".." in parts or cleaned.startswith("~"):
-        msg = f"glob pattern {_show(pattern)} leaves the search directory; use one inside it"
-        raise _BadName(msg)
-    return "/".join(part for part in parts if part not in ("", "."))
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A regex matching the paths (relative, ``/``-separated) a glob pattern selects."""
-    if not pattern:
-        return re.compile(r"(?!)")
-    parts = pattern.split("/")
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment_regex(part) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
-
-
-def _segment_regex(segment: str) -> str:
-    """One name of a glob pattern as a regex: ``*``, ``?`` and ``[...]`` stay in the name."""
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[" and (close := segment.find("]", i + 2)) != -1:
-            body = segment[i + 1 : close]
-            negate = body[:1] in ("!", "^")
-            body = body[1:] if negate else body
-            escaped = body.replace("\\", "\\\\").replace("^", "\\^")
-            out.append(f"[{'^/' if negate else ''}{escaped}]")
-            i = close
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)

@@ -41,6 +41,18 @@ from typing import Any, Final, TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace, StorageError
+from harness.filesystem._semantics import (
+    DEFAULT_MAX_FILE_BYTES,
+    Fail,
+    check_names,
+    clean_pattern,
+    edited,
+    exists_message,
+    glob_regex,
+    read_result,
+    refusal,
+    text_of,
+)
 from harness.filesystem.base import (
     MISSING,
     AbstractFilesystem,
@@ -58,18 +70,6 @@ from harness.filesystem.base import (
     WriteResult,
     check_path,
     namespace_prefix,
-)
-from harness.filesystem.local import (
-    DEFAULT_MAX_FILE_BYTES,
-    _check_names,
-    _clean_pattern,
-    _edited,
-    _exists_message,
-    _Fail,
-    _glob_regex,
-    _read_result,
-    _refusal,
-    _text_of,
 )
 from harness.layout import USERS_DIR
 from harness.paths import normalize
@@ -161,10 +161,10 @@ async def _tool(operation: Awaitable[_R], on_error: Callable[[FsError], _R]) -> 
     """Run a tool operation, turning refusals into its error result (as the local backend)."""
     try:
         return await operation
-    except _Fail as exc:
+    except Fail as exc:
         return on_error(exc.error)
     except PathOutsideWorkspace as exc:
-        return on_error(_refusal(exc))
+        return on_error(refusal(exc))
 
 
 class RemoteFilesystem(AbstractFilesystem):
@@ -226,7 +226,7 @@ class RemoteFilesystem(AbstractFilesystem):
             raise TypeError(msg)
         key = check_path(path, self.scope, ctx)
         rel = normalize(path)
-        _check_names(path, rel)
+        check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
         hidden = None
         if ctx is not None and not prefix and self.scope is IsolationScope.USER:
@@ -250,7 +250,7 @@ class RemoteFilesystem(AbstractFilesystem):
     async def _check_writable(self, target: _Target, path: str) -> None:
         """Refuse a write to a directory, or below something that is a file."""
         if not target.rel or await self._is_dir(target):
-            raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+            raise Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         await self._check_parents(target, path)
 
     async def _check_parents(self, target: _Target, path: str) -> None:
@@ -258,7 +258,7 @@ class RemoteFilesystem(AbstractFilesystem):
         for depth in range(len(parts) - 1, 0, -1):
             shown = "/".join(parts[:depth])
             if await self.store.get(self.root, target.namespace + shown) is not None:
-                raise _Fail(
+                raise Fail(
                     FsErrorCode.NOT_A_DIRECTORY,
                     f"cannot create '{path}': '{shown}' is a file, not a directory",
                 )
@@ -268,14 +268,14 @@ class RemoteFilesystem(AbstractFilesystem):
         item = await self._file(target)
         if item is None:
             if await self._is_dir(target):
-                raise _Fail(
+                raise Fail(
                     FsErrorCode.IS_DIRECTORY,
                     f"'{path}' is a directory, not a file; list it with ls instead",
                 )
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
+            raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
         size = _size(item)
         if size > self.max_file_bytes:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.TOO_LARGE,
                 f"'{path}' is {size} bytes, over the limit of {self.max_file_bytes}; "
                 "search it with grep instead",
@@ -295,7 +295,7 @@ class RemoteFilesystem(AbstractFilesystem):
     async def _ls(self, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
         if await self._file(target) is not None:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; read it instead",
             )
@@ -343,7 +343,7 @@ class RemoteFilesystem(AbstractFilesystem):
         item = await self._readable(target, path)
         raw, modified = _decode(item), _modified(item)
         name = target.rel.rpartition("/")[2]
-        return _read_result(name, raw, modified, path, offset, limit)
+        return read_result(name, raw, modified, path, offset, limit)
 
     async def write(
         self, path: str, content: str, ctx: RuntimeContext | None = None
@@ -357,7 +357,7 @@ class RemoteFilesystem(AbstractFilesystem):
         await self._check_writable(target, path)
         created = await self.store.put_if_version(self.root, target.key, _encode(data), None)
         if created is None:
-            raise _Fail(FsErrorCode.ALREADY_EXISTS, _exists_message(path))
+            raise Fail(FsErrorCode.ALREADY_EXISTS, exists_message(path))
         return WriteResult(target.rel)
 
     async def edit(
@@ -382,14 +382,14 @@ class RemoteFilesystem(AbstractFilesystem):
     ) -> EditResult:
         target = self._resolve(path, ctx)
         if not old:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NO_MATCH,
                 "the text to replace is empty; give the exact text to replace, with context",
             )
         for attempt in range(MAX_WRITE_ATTEMPTS):
             item = await self._readable(target, path)
             name = target.rel.rpartition("/")[2]
-            updated, occurrences = _edited(path, name, _decode(item), old, new, replace_all)
+            updated, occurrences = edited(path, name, _decode(item), old, new, replace_all)
             value = _encode(updated)
             if (
                 await self.store.put_if_version(self.root, target.key, value, item.version)
@@ -420,8 +420,8 @@ class RemoteFilesystem(AbstractFilesystem):
         filter_re = None
         by_path = False
         if glob:
-            cleaned = _clean_pattern(glob)
-            filter_re = _glob_regex(cleaned)
+            cleaned = clean_pattern(glob)
+            filter_re = glob_regex(cleaned)
             by_path = "/" in cleaned
         single = await self._file(target)
         found = [(single, "")] if single else self._files_under(target, await self._below(target))
@@ -432,7 +432,7 @@ class RemoteFilesystem(AbstractFilesystem):
                 continue
             if _size(item) > self.max_file_bytes:
                 continue
-            text = _text_of(name, _decode(item))
+            text = text_of(name, _decode(item))
             if text is None or pattern not in text:
                 continue
             shown = target.shown(item.key)
@@ -454,9 +454,9 @@ class RemoteFilesystem(AbstractFilesystem):
 
     async def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
-        matcher = _glob_regex(_clean_pattern(pattern))
+        matcher = glob_regex(clean_pattern(pattern))
         if await self._file(target) is not None:
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
                 f"'{path}' is a file, not a directory; glob searches under a directory",
             )
@@ -498,8 +498,8 @@ class RemoteFilesystem(AbstractFilesystem):
         item = await self._file(target)
         if item is None:
             if await self._is_dir(target):
-                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
+                raise Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
+            raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found")
         return TransferResult(path, content=_decode(item))
 
     async def exists(self, path: str, ctx: RuntimeContext | None = None) -> bool:
@@ -517,7 +517,7 @@ class RemoteFilesystem(AbstractFilesystem):
     async def _delete(self, path: str, ctx: RuntimeContext | None) -> WriteResult:
         target = self._resolve(path, ctx)
         if not target.rel or (await self._file(target) is None and await self._is_dir(target)):
-            raise _Fail(
+            raise Fail(
                 FsErrorCode.IS_DIRECTORY,
                 f"'{path}' is a directory; delete the files in it one by one",
             )
@@ -536,8 +536,8 @@ class RemoteFilesystem(AbstractFilesystem):
         item = await self._file(src)
         if item is None:
             if not src.rel or await self._is_dir(src):
-                raise _Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
-            raise _Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
+                raise Fail(FsErrorCode.IS_DIRECTORY, f"'{source}' is a directory, not a file")
+            raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{source}' not found")
         await self._check_writable(dst, target)
         if src.key != dst.key:
             await self.store.put(self.root, dst.key, item.value)
@@ -634,7 +634,7 @@ class RemoteFilesystem(AbstractFilesystem):
         if new:
             try:
                 await self._check_parents(target, path)
-            except _Fail as exc:
+            except Fail as exc:
                 raise StorageError(exc.error.message) from None
 
 

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from harness.errors import StorageError, WorkspaceError
 from harness.filesystem._beneath import (
@@ -38,12 +38,11 @@ from harness.filesystem._beneath import (
     remove_stray_temporaries,
     replace,
 )
+from harness.filesystem.base import MISSING, AbstractFilesystem
+from harness.filesystem.base import FileInfo as Entry
+from harness.filesystem.local import LocalFilesystem
 from harness.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
 from harness.paths import normalize, resolve_inside
-
-if TYPE_CHECKING:
-    from harness.filesystem import AbstractFilesystem
-    from harness.filesystem import FileInfo as Entry
 
 __all__ = [
     "FileInfo",
@@ -82,8 +81,6 @@ class WorkspaceManager:
     def __init__(self, root: str | Path, backend: AbstractFilesystem | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
         if backend is None:
-            from harness.filesystem.local import LocalFilesystem  # it builds on this module
-
             backend = LocalFilesystem(self.root)
         self.backend: AbstractFilesystem = backend
         self.generation = 0
@@ -95,8 +92,6 @@ class WorkspaceManager:
     @property
     def is_local(self) -> bool:
         """Whether the files are the local directory ``root`` (so tools like ``rg`` see them)."""
-        from harness.filesystem.local import LocalFilesystem
-
         backend = self.backend
         return isinstance(backend, LocalFilesystem) and Path(backend.root) == self.root
 
@@ -246,8 +241,6 @@ class WorkspaceManager:
         comes back finds out whether somebody changed it meanwhile, and then re-reads and redoes
         its work instead of overwriting the other edit. Returns False on such a conflict.
         """
-        from harness.filesystem import MISSING
-
         target = scoped(path, user_id)
         current = await self.backend.get(target)
         if (_decode(current[0]) if current else "") != expected:
@@ -280,8 +273,6 @@ class WorkspaceManager:
             return await self._update_text(target, transform)
 
     async def _update_text(self, target: str, transform: Callable[[str], str]) -> str:
-        from harness.filesystem import MISSING
-
         try:
             for attempt in range(MAX_UPDATE_ATTEMPTS):
                 current = await self.backend.get(target)
