@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from typing import Final
 
 from harness.errors import OtherNamespace, PathOutsideWorkspace
-from harness.filesystem.base import FileData, FsError, FsErrorCode, ReadResult
+from harness.filesystem.base import FileData, FsError, FsErrorCode, GrepMatch, ReadResult
 
 __all__ = [
     "BINARY_EXTENSIONS",
@@ -26,7 +27,9 @@ __all__ = [
     "edited",
     "exists_message",
     "glob_regex",
+    "grep_filter",
     "match_line_endings",
+    "matching_lines",
     "read_result",
     "refusal",
     "shown_path",
@@ -255,3 +258,30 @@ def _segment_regex(segment: str) -> str:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+def grep_filter(glob: str | None) -> Callable[[str, str], bool]:
+    """Whether grep's ``glob`` selects a file, given its name and its path below the search.
+
+    A pattern with a ``/`` matches the path below the search directory, any other the name.
+
+    Raises:
+        PathOutsideWorkspace: The pattern climbs out of the search directory.
+    """
+    if not glob:
+        return lambda name, below: True
+    cleaned = clean_pattern(glob)
+    regex = glob_regex(cleaned)
+    by_path = "/" in cleaned
+    return lambda name, below: regex.fullmatch(below if by_path else name) is not None
+
+
+def matching_lines(shown: str, text: str, pattern: str) -> list[GrepMatch]:
+    """The lines of ``text`` holding the literal ``pattern``, 1-based, without a trailing CR."""
+    if pattern not in text:
+        return []
+    return [
+        GrepMatch(shown, number, line.removesuffix("\r"))
+        for number, line in enumerate(text.split("\n"), start=1)
+        if pattern in line
+    ]

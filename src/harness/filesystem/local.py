@@ -70,6 +70,8 @@ from harness.filesystem._semantics import (
     edited,
     exists_message,
     glob_regex,
+    grep_filter,
+    matching_lines,
     read_result,
     refusal,
     shown_path,
@@ -439,29 +441,20 @@ class LocalFilesystem(AbstractFilesystem):
         self, pattern: str, path: str, glob: str | None, ctx: RuntimeContext | None
     ) -> GrepResult:
         target = self._resolve(path, ctx)
-        filter_re = None
-        by_path = False
-        if glob:
-            cleaned = clean_pattern(glob)
-            filter_re = glob_regex(cleaned)
-            by_path = "/" in cleaned
+        selects = grep_filter(glob)
         matches: list[GrepMatch] = []
         for found in self._walk_files(target, path):
             name = PurePosixPath(found.below).name if found.below else target.path.name
-            if filter_re is not None and not filter_re.fullmatch(found.below if by_path else name):
-                continue
-            if found.stat.st_size > self.max_file_bytes:
+            if not selects(name, found.below) or found.stat.st_size > self.max_file_bytes:
                 continue
             try:
                 text = text_of(name, read_beneath(target.root, found.source))
             except OSError:  # removed, unreadable or swapped for a link meanwhile: not an answer
                 continue
-            if text is None or pattern not in text:
+            if text is None:
                 continue
             shown = self._display(target, target.path / found.below) if found.below else target.rel
-            for number, line in enumerate(text.split("\n"), start=1):
-                if pattern in line:
-                    matches.append(GrepMatch(shown, number, line.removesuffix("\r")))
+            matches += matching_lines(shown, text, pattern)
         matches.sort(key=lambda m: (m.path, m.line))
         return GrepResult(matches)
 

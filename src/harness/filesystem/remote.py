@@ -49,6 +49,8 @@ from harness.filesystem._semantics import (
     edited,
     exists_message,
     glob_regex,
+    grep_filter,
+    matching_lines,
     read_result,
     refusal,
     text_of,
@@ -417,28 +419,17 @@ class RemoteFilesystem(AbstractFilesystem):
         self, pattern: str, path: str, glob: str | None, ctx: RuntimeContext | None
     ) -> GrepResult:
         target = self._resolve(path, ctx)
-        filter_re = None
-        by_path = False
-        if glob:
-            cleaned = clean_pattern(glob)
-            filter_re = glob_regex(cleaned)
-            by_path = "/" in cleaned
+        selects = grep_filter(glob)
         single = await self._file(target)
         found = [(single, "")] if single else self._files_under(target, await self._below(target))
         matches: list[GrepMatch] = []
         for item, below in found:
             name = item.key.rpartition("/")[2]
-            if filter_re is not None and not filter_re.fullmatch(below if by_path else name):
-                continue
-            if _size(item) > self.max_file_bytes:
+            if not selects(name, below) or _size(item) > self.max_file_bytes:
                 continue
             text = text_of(name, _decode(item))
-            if text is None or pattern not in text:
-                continue
-            shown = target.shown(item.key)
-            for number, line in enumerate(text.split("\n"), start=1):
-                if pattern in line:
-                    matches.append(GrepMatch(shown, number, line.removesuffix("\r")))
+            if text is not None:
+                matches += matching_lines(target.shown(item.key), text, pattern)
         matches.sort(key=lambda m: (m.path, m.line))
         return GrepResult(matches)
 
