@@ -49,10 +49,11 @@ MEMORY = """\
 DEMO_SCRIPT: Final[dict[str, Any]] = json.loads(
     resources.files("harness.cli").joinpath("demo_script.json").read_text(encoding="utf-8")
 )
-"""The scripted model's turns for the tour (package data: ``harness/cli/demo_script.json``)."""
 """The tour's script: the agent's answers (a tool call, the restored session, a delegation),
 the subagent's, and the memory model's (a flush that keeps a fact, one that finds nothing new,
-a consolidation)."""
+a consolidation). Package data, ``harness/cli/demo_script.json``; its turns are tried in order,
+so the background step's comes before the one matching "42" (its requests carry random ids,
+which may contain a "42")."""
 
 RELEASE_NOTES_SKILL = """\
 ---
