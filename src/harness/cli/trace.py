@@ -154,7 +154,7 @@ def _details(rec: Record) -> str:
             )
         case "PostReasoning":
             tokens = (
-                f"{rec.get('input_tokens')} in / {rec.get('output_tokens')} out tokens"
+                f"{_input(rec)} in / {rec.get('output_tokens')} out tokens"
                 if rec.get("input_tokens") is not None
                 else "no usage reported"
             )
@@ -198,10 +198,34 @@ def _details(rec: Record) -> str:
     )
 
 
+def _input(rec: Record) -> str:
+    """A step's prompt tokens, with the cached part when the provider reported one."""
+    total, read, written = (
+        rec.get(k) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens")
+    )
+    if not (isinstance(total, int) and isinstance(read, int) and isinstance(written, int)):
+        return str(total)
+    if not read and not written:
+        return str(total)
+    uncached = max(0, total - read - written)
+    return f"{total} ({read} cached, {written} written to cache, {uncached} uncached)"
+
+
+def _cached(call: CallSummary) -> str:
+    if not call.cache_read_tokens and not call.cache_write_tokens:
+        return ""
+    uncached = max(0, call.input_tokens - call.cache_read_tokens - call.cache_write_tokens)
+    share = call.cache_read_tokens / call.input_tokens if call.input_tokens else 0.0
+    return (
+        f" ({call.cache_read_tokens} cached = {share:.0%}, {call.cache_write_tokens} written to "
+        f"cache, {uncached} uncached)"
+    )
+
+
 def totals_line(call: CallSummary) -> str:
     """What a call (or a session) cost, in one line."""
     return (
-        f"{call.outcome}, {call.steps} steps, tokens {call.input_tokens} in / "
+        f"{call.outcome}, {call.steps} steps, tokens {call.input_tokens} in{_cached(call)} / "
         f"{call.output_tokens} out, time {call.latency_s:.3f}s (model {call.model_s:.3f}s, "
         f"tools {call.tools_s:.3f}s, other {call.other_s:.3f}s), {call.tool_calls} tool calls, "
         f"{call.tool_errors} tool errors, {call.evictions} evictions, "

@@ -96,6 +96,9 @@ def describe(event: Event, *, detail: bool = False) -> str:
         case PostReasoning():
             usage = event.usage
             tokens = f" tokens={usage.input_tokens}+{usage.output_tokens}" if usage else ""
+            if usage and (usage.cache_read_tokens or usage.cache_write_tokens):
+                tokens += f" cache_read={usage.cache_read_tokens}"
+                tokens += f" cache_write={usage.cache_write_tokens}"
             calls = ",".join(call.name for call in event.message.tool_uses)
             fields = (
                 f"step={event.step} model={event.model}{tokens} "
@@ -158,6 +161,8 @@ def _fields(event: Event) -> dict[str, Any]:
                 "model": event.model,
                 "input_tokens": usage.input_tokens if usage else None,
                 "output_tokens": usage.output_tokens if usage else None,
+                "cache_read_tokens": usage.cache_read_tokens if usage else None,
+                "cache_write_tokens": usage.cache_write_tokens if usage else None,
                 "latency_s": round(event.latency_s, 6),
                 "tool_calls": [call.name for call in event.message.tool_uses],
                 "text_chars": len(event.message.text),

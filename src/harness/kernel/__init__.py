@@ -32,6 +32,8 @@ from harness.kernel.message import (
     new_id,
 )
 from harness.kernel.model import (
+    CACHE_KEY,
+    CACHE_PREFIX_BLOCKS,
     INVALID_ARGUMENTS_KEY,
     ChatChunk,
     ChatModel,
@@ -51,6 +53,8 @@ from harness.kernel.streaming import (
 from harness.kernel.toolkit import Tool, Toolkit
 
 __all__ = [
+    "CACHE_KEY",
+    "CACHE_PREFIX_BLOCKS",
     "DEFAULT_HOOK_PRIORITY",
     "DEFAULT_MAX_ITERS",
     "INVALID_ARGUMENTS_KEY",

@@ -275,10 +275,14 @@ class ReActAgent:
             raise ModelError(msg)
         metadata: dict[str, Any] = {"model": response.model or self.model.model_name}
         if response.usage is not None:
+            usage = response.usage
             metadata["usage"] = {
-                "input_tokens": response.usage.input_tokens,
-                "output_tokens": response.usage.output_tokens,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
             }
+            if usage.cache_read_tokens or usage.cache_write_tokens:
+                metadata["usage"]["cache_read_tokens"] = usage.cache_read_tokens
+                metadata["usage"]["cache_write_tokens"] = usage.cache_write_tokens
         content = response.content
         if final:
             # A tool call made anyway will not run; kept in memory without a result, it would

@@ -22,6 +22,8 @@ from harness.errors import ModelError
 from harness.kernel.message import ContentBlock, Msg
 
 __all__ = [
+    "CACHE_KEY",
+    "CACHE_PREFIX_BLOCKS",
     "INVALID_ARGUMENTS_KEY",
     "ChatChunk",
     "ChatModel",
@@ -34,17 +36,41 @@ __all__ = [
 INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
 """The input key under which an adapter keeps tool-call arguments that were not a JSON object."""
 
+CACHE_PREFIX_BLOCKS: Final = "cache_prefix_blocks"
+"""Metadata key of a system message: how many of its leading content blocks every user and
+session of the agent share. An adapter whose provider caches prompt prefixes at marked points
+(Anthropic) marks the end of those blocks, so one user's session reads what another's wrote."""
+
+CACHE_KEY: Final = "cache_key"
+"""Metadata key of a system message: an opaque, stable name for who shares its prompt prefix
+(an agent and a user), for providers that route requests to a cache by such a key (OpenAI's
+``prompt_cache_key``). It names no one: it is a digest."""
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts as the provider reported them."""
+    """Token counts as the provider reported them.
+
+    ``input_tokens`` is the whole prompt, cached or not, for every provider (Anthropic reports
+    the uncached rest apart; the adapter adds its cache reads and writes back), so compaction
+    and budgets count the same thing everywhere. ``cache_read_tokens`` of it were served from
+    the provider's prompt cache (billed at a fraction of the price), ``cache_write_tokens``
+    were written to it (Anthropic bills these above the normal price; OpenAI reports none).
+    """
 
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        """The prompt tokens the provider neither read from nor wrote to its cache."""
+        return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,24 @@ Messages, Harness to Anthropic
     - Tools become ``{name, description, input_schema}``; ``tools`` is left out when there are
       none.
 
+Prompt caching (``prompt_caching=True``, the default)
+    Anthropic caches a prompt prefix only up to a block marked with ``cache_control``, at most
+    four marks a request, and only a prefix of at least ``cache_min_tokens`` (1,024 for most
+    models, 2,048 or 4,096 for some: see the provider's table). :func:`_mark_cache_points`
+    marks, of these, the ones whose prefix is long enough (estimated at four characters a
+    token), so that each step reads what the one before wrote:
+
+    - the end of the system blocks every user and session share (the first system message's
+      ``CACHE_PREFIX_BLOCKS`` metadata), or, without that, the last tool;
+    - the end of the system prompt;
+    - the end of the previous request (the turn before the last assistant turn), where the
+      last step wrote its entry: a step that adds more than twenty blocks (fifty tool results)
+      is beyond the provider's lookback from the newest mark;
+    - the end of the newest turn, which the next step reads.
+
+    A system prompt with a mark is sent as a list of text blocks, one per block of the system
+    messages, rather than as one string. ``usage`` reports the cache reads and writes.
+
 Answers, Anthropic to Harness
     - Text and thinking deltas are yielded as :class:`~harness.kernel.ChatChunk` s as they
       arrive. Content blocks are gathered by their ``index``: text, thinking (with its
@@ -58,6 +76,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    CACHE_PREFIX_BLOCKS,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -76,7 +95,6 @@ from harness.models._shared import (
     checked_options,
     nearest_error_class,
     parse_tool_arguments,
-    system_text,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +134,8 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         options: Default request fields (``temperature``, ``thinking``, ``top_k``, ...).
             Options passed to :meth:`stream` override them. They are sent as JSON body fields
             as given.
+        prompt_caching: Mark cache breakpoints (see the module docs); off sends none.
+        cache_min_tokens: The model's shortest cacheable prefix: no mark ends a shorter one.
 
     Raises:
         ConfigError: The ``anthropic`` package is not installed.
@@ -134,9 +154,14 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         max_retries: int = 2,
         timeout: float = 120.0,
         options: Mapping[str, Any] | None = None,
+        prompt_caching: bool = True,
+        cache_min_tokens: int = 1024,
     ) -> None:
         if not model:
             msg = "model must be a non-empty model name"
+            raise ValueError(msg)
+        if cache_min_tokens < 0:
+            msg = f"cache_min_tokens must be at least 0, got {cache_min_tokens}"
             raise ValueError(msg)
         if max_tokens < 1:
             msg = f"max_tokens must be at least 1, got {max_tokens}"
@@ -154,6 +179,7 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         )
         self._max_tokens = max_tokens
         self._options = checked_options(options or {}, _RESERVED_OPTIONS)
+        self._cache_min_chars = cache_min_tokens * _CHARS_PER_TOKEN if prompt_caching else None
 
     async def stream(
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
@@ -177,6 +203,13 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         max_tokens = int(body.pop("max_tokens", self._max_tokens))
         system, wire_messages = _to_anthropic_messages(messages)
         wire_tools = _to_anthropic_tools(tools)
+        if self._cache_min_chars is not None:
+            _mark_cache_points(
+                wire_tools, system, wire_messages, _shared_blocks(messages), self._cache_min_chars
+            )
+        wire_system: str | list[TextBlockParam] = system
+        if not any("cache_control" in block for block in system):
+            wire_system = "\n\n".join(block["text"] for block in system)
         choice = body.pop("tool_choice", None)
         if wire_tools and choice is not None:
             body["tool_choice"] = _tool_choice(choice)
@@ -186,7 +219,7 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
                 model=self._model,
                 max_tokens=max_tokens,
                 messages=wire_messages,
-                system=system if system else anthropic.omit,
+                system=wire_system if wire_system else anthropic.omit,
                 tools=wire_tools if wire_tools else anthropic.omit,
                 stream=True,
                 extra_body=body or None,
@@ -204,14 +237,19 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
 # -- requests -----------------------------------------------------------------------------------
 
 
-def _to_anthropic_messages(messages: Sequence[Msg]) -> tuple[str, list[MessageParam]]:
-    """Encode a conversation as the ``system`` text and alternating messages (module docs)."""
-    system: list[str] = []
+def _to_anthropic_messages(
+    messages: Sequence[Msg],
+) -> tuple[list[TextBlockParam], list[MessageParam]]:
+    """Encode a conversation as the system blocks and alternating messages (module docs)."""
+    system: list[TextBlockParam] = []
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
     for message in messages:
         if message.role == "system":
-            if text := system_text(message):
-                system.append(text)
+            system.extend(
+                {"type": "text", "text": block.text}
+                for block in message.content
+                if isinstance(block, TextBlock) and block.text
+            )
             continue
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
@@ -236,7 +274,72 @@ def _to_anthropic_messages(messages: Sequence[Msg]) -> tuple[str, list[MessagePa
             wire.append({"role": "user", "content": blocks})
         else:
             wire.append({"role": "assistant", "content": blocks})
-    return "\n\n".join(system), wire
+    return system, wire
+
+
+_CHARS_PER_TOKEN: Final = 4
+_MAX_CACHE_POINTS: Final = 4
+
+
+def _shared_blocks(messages: Sequence[Msg]) -> int:
+    """How many system blocks open the prompt of every user and session (``CACHE_PREFIX_BLOCKS``).
+
+    Counted as :func:`_to_anthropic_messages` sends them: the first system message's non-empty
+    text blocks among its first ``CACHE_PREFIX_BLOCKS``; 0 when it says nothing.
+    """
+    first = next((m for m in messages if m.role == "system"), None)
+    if first is None:
+        return 0
+    shared = first.metadata.get(CACHE_PREFIX_BLOCKS)
+    if not isinstance(shared, int) or isinstance(shared, bool) or shared <= 0:
+        return 0
+    return sum(1 for b in first.content[:shared] if isinstance(b, TextBlock) and b.text)
+
+
+def _mark_cache_points(
+    tools: list[ToolParam],
+    system: list[TextBlockParam],
+    messages: list[MessageParam],
+    shared: int,
+    min_chars: int,
+) -> None:
+    """Put ``cache_control`` on the blocks that end the prefixes worth caching (module docs).
+
+    A prefix is everything before the mark in the provider's order: tools, system, messages.
+    Marks go on blocks the API allows (not thinking), at most four, none on a short prefix.
+    """
+    sizes = [len(json.dumps(tool)) for tool in tools]
+    points: list[tuple[int, dict[str, Any]]] = []  # (prefix characters, the block to mark)
+    prefix = sum(sizes)
+    if tools and not shared:
+        points.append((prefix, cast(dict[str, Any], tools[-1])))
+    for index, block in enumerate(system, start=1):
+        prefix += len(block["text"])
+        if index == shared or index == len(system):
+            points.append((prefix, cast(dict[str, Any], block)))
+    ends: list[tuple[int, dict[str, Any]]] = []
+    for message in messages:
+        content = message["content"]
+        markable: dict[str, Any] | None = None
+        for part in content if isinstance(content, list) else ():
+            prefix += len(json.dumps(part))
+            if part.get("type") not in ("thinking", "redacted_thinking"):
+                markable = cast(dict[str, Any], part)
+        ends.append((prefix, markable or {}))
+    last_answer = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), None
+    )
+    if last_answer is not None and last_answer > 0:
+        points.append(ends[last_answer - 1])
+    if ends:
+        points.append(ends[-1])
+    marked = 0
+    for size, block in reversed(points):  # the newest marks matter most
+        if marked == _MAX_CACHE_POINTS:
+            break
+        if block and size >= min_chars and "cache_control" not in block:
+            block["cache_control"] = {"type": "ephemeral"}
+            marked += 1
 
 
 def _blocks(message: Msg) -> list[ContentBlockParam]:
@@ -343,6 +446,8 @@ class _StreamedAnswer:
     blocks: dict[int, _PartialBlock] = field(default_factory=dict)
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     stop_reason: str | None = None
 
     def add(self, event: RawMessageStreamEvent) -> list[ChatChunk]:
@@ -366,11 +471,11 @@ class _StreamedAnswer:
             self.output_tokens = output
         fresh = getattr(usage, "input_tokens", None)
         if isinstance(fresh, int):
-            cached = (
-                getattr(usage, "cache_creation_input_tokens", None) or 0,
-                getattr(usage, "cache_read_input_tokens", None) or 0,
-            )
-            self.input_tokens = fresh + sum(n for n in cached if isinstance(n, int))
+            written = getattr(usage, "cache_creation_input_tokens", None)
+            read = getattr(usage, "cache_read_input_tokens", None)
+            self.cache_write_tokens = written if isinstance(written, int) else 0
+            self.cache_read_tokens = read if isinstance(read, int) else 0
+            self.input_tokens = fresh + self.cache_write_tokens + self.cache_read_tokens
 
     def _start(self, index: int, block: Any) -> None:
         if block.type == "text":
@@ -417,7 +522,12 @@ class _StreamedAnswer:
                 content.append(ToolUseBlock(id=partial.id, name=partial.name, input=tool_input))
         usage = None
         if self.input_tokens is not None and self.output_tokens is not None:
-            usage = Usage(self.input_tokens, self.output_tokens)
+            usage = Usage(
+                self.input_tokens,
+                self.output_tokens,
+                cache_read_tokens=self.cache_read_tokens,
+                cache_write_tokens=self.cache_write_tokens,
+            )
         return ChatResponse(
             content=content, usage=usage, model=self.model, stop_reason=self.stop_reason
         )

@@ -28,8 +28,10 @@ Answers, OpenAI to Harness
     - Tool-call arguments that are not a JSON object do not raise: the call keeps the raw text
       as ``{"__invalid_arguments__": "<raw text>"}``. No tool accepts that key, so the toolkit
       answers with an error result that quotes it, and the model can try again.
-    - ``usage`` is the server's ``prompt_tokens`` / ``completion_tokens``, or ``None`` when the
-      server sends none. ``stop_reason`` is the server's ``finish_reason`` as given.
+    - ``usage`` is the server's ``prompt_tokens`` / ``completion_tokens``, with
+      ``prompt_tokens_details.cached_tokens`` as the cache reads (OpenAI caches the longest
+      prefix it has seen, from 1,024 tokens on, by itself), or ``None`` when the server sends
+      none. ``stop_reason`` is the server's ``finish_reason`` as given.
     - A stream that ends before a single chunk arrives is never taken for an empty answer.
       llama.cpp's server does that whenever the request fails after its HTTP 200 (tool calls
       with ``tool_choice="auto"``, which it cannot stream; a prompt over its context), or cuts
@@ -59,6 +61,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import openai
 from openai.types.chat import (
@@ -72,6 +75,7 @@ from openai.types.chat import (
 
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    CACHE_KEY,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -96,6 +100,8 @@ from harness.models._shared import (
 __all__ = ["OpenAIChatModel"]
 
 logger = logging.getLogger(__name__)
+
+_OPENAI_HOST: Final = "api.openai.com"
 
 _RESERVED_OPTIONS: Final = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 _OUTPUT_LIMITS: Final = frozenset({"max_tokens", "max_completion_tokens"})
@@ -147,6 +153,11 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         options: Default request fields (``temperature``, ``max_tokens``, ``top_p``, ...).
             Options passed to :meth:`stream` override them. They are sent as JSON body fields
             as given, so fields that only some compatible servers know pass through too.
+        prompt_cache_key: Send the system message's ``CACHE_KEY`` (one per agent and user) as
+            ``prompt_cache_key``, which routes a user's requests to the servers that hold their
+            cached prefix. ``None`` (the default) sends it only to OpenAI's own endpoint, since
+            a compatible server may refuse a field it does not know; an option of that name
+            sent per call or by default wins.
 
     Raises:
         ConfigError: No API key was given and ``OPENAI_API_KEY`` is not set.
@@ -166,6 +177,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         max_retries: int = 2,
         timeout: float = 120.0,
         options: Mapping[str, Any] | None = None,
+        prompt_cache_key: bool | None = None,
     ) -> None:
         if not model:
             msg = "model must be a non-empty model name"
@@ -186,6 +198,9 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         self._stream = stream
         self._stream_fallback = stream_fallback
         self._options = checked_options(options or {}, _RESERVED_OPTIONS)
+        if prompt_cache_key is None:
+            prompt_cache_key = urlsplit(self.base_url).hostname == _OPENAI_HOST
+        self._send_cache_key = prompt_cache_key
 
     async def stream(
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
@@ -208,6 +223,11 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         if per_call.keys() & _OUTPUT_LIMITS:  # one limit for this call, under either name
             defaults = {k: v for k, v in defaults.items() if k not in _OUTPUT_LIMITS}
         body = {**defaults, **per_call}
+        if self._send_cache_key and "prompt_cache_key" not in body:
+            system = next((m for m in messages if m.role == "system"), None)
+            key = system.metadata.get(CACHE_KEY) if system is not None else None
+            if isinstance(key, str) and key:
+                body["prompt_cache_key"] = key
         wire_messages = _to_openai_messages(messages)
         wire_tools = _to_openai_tools(tools)
         choice = body.pop("tool_choice", None)  # meaningless, and refused, without tools
@@ -447,7 +467,9 @@ def _usage(usage: object) -> Usage | None:
     prompt = getattr(usage, "prompt_tokens", None)
     completion = getattr(usage, "completion_tokens", None)
     if isinstance(prompt, int) and isinstance(completion, int):
-        return Usage(prompt, completion)
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+        reads = cached if isinstance(cached, int) and 0 < cached <= prompt else 0
+        return Usage(prompt, completion, cache_read_tokens=reads)
     return None
 
 

@@ -5,9 +5,11 @@ One span per call, ``invoke_agent <agent>`` (``gen_ai.operation.name = "invoke_a
 ``user.id``), a child of whatever span is current when the call starts. Under it:
 
 - ``chat <model>`` per reasoning step (``gen_ai.operation.name = "chat"``,
-  ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` and
-  ``gen_ai.usage.output_tokens`` when the provider reported usage, ``harness.step``); the model
-  is only known when the answer arrives, so the span starts as ``chat`` and is renamed then;
+  ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens``,
+  ``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens`` and
+  ``gen_ai.usage.cache_creation.input_tokens`` when the provider reported usage,
+  ``harness.step``); the model is only known when the answer arrives, so the span starts as
+  ``chat`` and is renamed then;
 - ``execute_tool <name>`` per tool call (``gen_ai.operation.name = "execute_tool"``,
   ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type = "function"``); a tool
   that returned an error result has status ERROR and ``error.type = "tool_error"``.
@@ -97,6 +99,8 @@ class GenAiSpans:
         if usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
         span.end()
 
     def start_tool(self, call: Span, tool_call: ToolUseBlock) -> Span:

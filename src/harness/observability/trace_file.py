@@ -22,9 +22,11 @@ and then the event's own fields:
 =================  ==========================================================================
 ``PreCall``        ``inputs`` (new messages), ``messages`` (conversation length)
 ``PreReasoning``   ``step``, ``messages``, ``tools``
-``PostReasoning``  ``step``, ``model``, ``input_tokens``, ``output_tokens`` (``None`` when the
-                   provider reported no usage), ``latency_s``, ``tool_calls`` (names),
-                   ``text_chars``
+``PostReasoning``  ``step``, ``model``, ``input_tokens`` (the whole prompt),
+                   ``output_tokens``, ``cache_read_tokens`` and ``cache_write_tokens`` (of
+                   the prompt, served from and written to the provider's cache; all
+                   ``None`` when the provider reported no usage), ``latency_s``,
+                   ``tool_calls`` (names), ``text_chars``
 ``PreActing``      ``tool``, ``tool_call_id``
 ``PostActing``     ``tool``, ``tool_call_id``, ``arguments`` (JSON, cut to
                    :data:`MAX_ARGUMENT_CHARS`), ``result_chars`` (what the tool returned),
@@ -237,6 +239,8 @@ class CallSummary:
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     latency_s: float = 0.0
     model_s: float = 0.0
     tools_s: float = 0.0
@@ -250,6 +254,9 @@ class CallSummary:
     def as_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready values."""
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+_TOKEN_FIELDS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def _number(value: Any) -> float:
@@ -269,7 +276,8 @@ def _merged_length(intervals: list[tuple[float, float]]) -> float:
 
 def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallSummary:
     fields: dict[str, Any] = {"call_id": call_id, "started": records[0].get("ts")}
-    model_s, input_tokens, output_tokens, steps = 0.0, 0, 0, 0
+    model_s, steps = 0.0, 0
+    tokens = dict.fromkeys(_TOKEN_FIELDS, 0)
     tool_intervals: list[tuple[float, float]] = []
     tool_calls = tool_errors = evictions = compactions = errors = 0
     for rec in records:
@@ -279,8 +287,8 @@ def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallS
             case "PostReasoning":
                 steps += 1
                 model_s += _number(rec.get("latency_s"))
-                input_tokens += int(_number(rec.get("input_tokens")))
-                output_tokens += int(_number(rec.get("output_tokens")))
+                for name in _TOKEN_FIELDS:
+                    tokens[name] += int(_number(rec.get(name)))
             case "PostActing":
                 tool_calls += 1
                 tool_errors += bool(rec.get("is_error"))
@@ -306,8 +314,10 @@ def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallS
     return CallSummary(
         **fields,
         steps=steps,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
+        input_tokens=tokens["input_tokens"],
+        output_tokens=tokens["output_tokens"],
+        cache_read_tokens=tokens["cache_read_tokens"],
+        cache_write_tokens=tokens["cache_write_tokens"],
         model_s=model_s,
         tools_s=tools_s,
         other_s=max(0.0, latency - model_s - tools_s),

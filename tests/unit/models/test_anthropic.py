@@ -180,7 +180,7 @@ async def test_streamed_text_and_thinking_arrive_as_chunks(
             ThinkingBlock(thinking="Short answer.", signature="sig-123"),
             TextBlock(text="Hello!"),
         ],
-        usage=Usage(1150, 17),
+        usage=Usage(1150, 17, cache_read_tokens=1000, cache_write_tokens=30),
         model="claude-test-20260101",
         stop_reason="end_turn",
     )
@@ -333,7 +333,7 @@ def test_tool_results_open_a_merged_user_turn() -> None:
 
     system, wire = adapter._to_anthropic_messages(messages)
 
-    assert system == ""
+    assert system == []
     assert wire[1] == {
         "role": "user",
         "content": [
@@ -595,9 +595,12 @@ def test_classes_resolve_through_their_mro(
     assert nearest_error_class(sdk_class, adapter._error_table()) is harness_class
 
 
-def test_system_blocks_are_joined_as_paragraphs() -> None:
+async def test_system_blocks_are_joined_as_paragraphs_when_none_is_cached(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
     system = Msg(role="system", content=[TextBlock(text="You help."), TextBlock(text="## Rules")])
+    server.queue_stream([message_start(5), *message_end("end_turn", 1)])
 
-    text, _ = adapter._to_anthropic_messages([system, Msg(role="user", content="hi")])
+    await collect(model, [system, Msg(role="user", content="hi")])
 
-    assert text == "You help.\n\n## Rules"
+    assert server.requests[0].body["system"] == "You help.\n\n## Rules"
