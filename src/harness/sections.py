@@ -6,22 +6,38 @@ each other's, so any of their hooks can be left out of an agent (or deleted) wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from harness.kernel import Msg, TextBlock
 
 __all__ = ["SystemSection", "inject_section"]
 
 
-def inject_section(messages: list[Msg], section: str) -> list[Msg]:
-    """Append ``section`` as a new text block of the first system message (a copy).
+def inject_section(
+    messages: list[Msg],
+    section: str | Sequence[str],
+    metadata: Mapping[str, Any] | None = None,
+) -> list[Msg]:
+    """Append ``section`` (one block, or several) to the first system message (a copy).
 
-    Without a system message, one named ``workspace_context`` is put first.
+    ``metadata`` is merged into that message's metadata. Without a system message, one named
+    ``workspace_context`` is put first.
     """
+    blocks = [
+        TextBlock(text=text) for text in ((section,) if isinstance(section, str) else section)
+    ]
     for index, message in enumerate(messages):
         if message.role == "system":
-            content = [*message.content, TextBlock(text=section)]
-            updated = message.model_copy(update={"content": content})
+            update: dict[str, Any] = {"content": [*message.content, *blocks]}
+            if metadata:
+                update["metadata"] = {**message.metadata, **metadata}
+            updated = message.model_copy(update=update)
             return [*messages[:index], updated, *messages[index + 1 :]]
-    return [Msg(role="system", name="workspace_context", content=section), *messages]
+    added = Msg(
+        role="system", name="workspace_context", content=blocks, metadata=dict(metadata or {})
+    )
+    return [added, *messages]
 
 
 class SystemSection:
@@ -29,16 +45,28 @@ class SystemSection:
 
     Steps with the same system message and section get the very same injected message: it is
     built once, not copied at every step, and the next hook that adds a section sees an
-    unchanged message and can reuse its own result too.
+    unchanged message and can reuse its own result too. ``section`` (and ``metadata``) should
+    be the same object from step to step while unchanged (they are compared by identity).
     """
 
     def __init__(self) -> None:
-        self._last: tuple[Msg, str, Msg] | None = None
+        self._last: tuple[Msg, object, object, Msg] | None = None
 
-    def apply(self, messages: list[Msg], section: str) -> list[Msg]:
+    def apply(
+        self,
+        messages: list[Msg],
+        section: str | Sequence[str],
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[Msg]:
         if not messages or messages[0].role != "system":
-            return inject_section(messages, section)
+            return inject_section(messages, section, metadata)
         last = self._last
-        if last is None or last[0] is not messages[0] or last[1] is not section:
-            last = self._last = (messages[0], section, inject_section(messages[:1], section)[0])
-        return [last[2], *messages[1:]]
+        if (
+            last is None
+            or last[0] is not messages[0]
+            or last[1] is not section
+            or last[2] is not metadata
+        ):
+            injected = inject_section(messages[:1], section, metadata)[0]
+            last = self._last = (messages[0], section, metadata, injected)
+        return [last[3], *messages[1:]]

@@ -83,7 +83,7 @@ async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -
     ]
     # each request carried its own user's context and nothing of the other's conversation
     for request in model.requests:
-        system = request[0].content[-1].text  # type: ignore[union-attr]
+        system = request[0].text
         user = "alice" if "I am alice" in request[-1].text else "bob"
         other = "bob" if user == "alice" else "alice"
         assert f"User ID: {user}" in system

@@ -7,9 +7,14 @@ message older than the kept tail becomes its first ``keep_chars`` characters plu
 ``"...(argument truncated)"``. Nested lists and objects are searched too.
 
 No model is involved, and the result is used whenever the trigger fires, whether or not
-compaction follows. Rewritten messages keep their id, metadata and timestamp
-(``model_copy``), so transcripts and session files still recognize them; messages without a
-long argument are returned as the very same objects.
+compaction follows.
+
+The end of the truncated part moves in strides of ``keep_messages`` messages (down to a
+multiple of it), so the kept tail is ``keep_messages`` to twice that long and old messages are
+rewritten once a stride, never a little at every step: each rewrite costs the provider's prompt
+cache from the first rewritten message on, like a compaction. Rewritten messages keep their
+id, metadata and timestamp (``model_copy``), so transcripts and session files still recognize
+them; messages without a long argument are returned as the very same objects.
 """
 
 from __future__ import annotations
@@ -132,6 +137,7 @@ def truncate_args(messages: Sequence[Msg], config: TruncateArgsConfig) -> Trunca
     if not should_truncate(result, config):
         return Truncation(result)
     cut = keep_start(result, keep_messages=config.keep_messages, keep_tokens=config.keep_tokens)
+    cut -= cut % max(1, config.keep_messages)  # see the module docs: the cut moves in strides
     changed = arguments = 0
     for index in range(cut):
         rewritten, count = truncate_message_args(result[index], config)

@@ -1,12 +1,37 @@
-"""Workspace context: the workspace's files in the system prompt, at every reasoning step.
+"""Workspace context: the workspace's files in the system prompt, kept cacheable.
 
 Reads AGENTS.md, MEMORY.md, knowledge/KNOWLEDGE.md, the list of other knowledge files and any
-configured extra files (the user's copy first, then the shared one) and appends one section to
-the first system message of the step's request: a ``## Session Context`` header (agent, date,
-session, user), guidance on using the workspace, and a ``<loaded_context>`` block with the
-files. HTML comments are stripped from the files. The whole section stays within a token
-budget (estimated at four characters per token): MEMORY.md is cut, by whole lines, to fit what
-the rest leaves, and a visible notice says how much is shown and where the rest is.
+configured extra files (the user's copy first, then the shared one) and appends a section to
+the first system message of each step's request. HTML comments are stripped from the files.
+The whole section stays within a token budget (estimated at four characters per token):
+MEMORY.md is cut, by whole lines, to fit what the rest leaves, and a visible notice says how
+much is shown and where the rest is.
+
+Layout (``config.layout``). Providers cache a prompt by its prefix, so the section goes from
+what changes least to what changes most, as three blocks of the system message:
+
+1. shared by every user and session of the agent: the agent, the workspace, the OS, the
+   operator's ``environment`` lines, the guidance on using the workspace, and AGENTS.md;
+2. the user's: their id, MEMORY.md, the knowledge and the extra files;
+3. the session's: its id and the date.
+
+The system message's metadata says how many of its blocks are shared (``CACHE_PREFIX_BLOCKS``,
+where the Anthropic adapter marks a cache breakpoint) and names the agent and user with a digest
+(``CACHE_KEY``, OpenAI's ``prompt_cache_key``). ``"legacy"`` is the single block of before,
+which opens with the session id and the date and so shares almost nothing.
+
+A snapshot per session (``config.memory_refresh``). A memory write in the middle of a session
+(``memory_save`` into MEMORY.md, a consolidation, an edit) must not change the system prompt,
+or every cached token of the session is lost at the next step. So each session keeps the
+MEMORY.md, knowledge and extra files it started with (and its date), and a change reaches the
+model as a short ``<workspace_update>`` note with the lines added and removed, inserted after
+the message that was last when the change was seen: at the same place at every later step, so
+the prefix before it never changes. The snapshot is taken again after a compaction of the
+session (``"compaction"``, the default; the hook listens for ``PostCompact``), only when a
+session starts (``"session"``), or at every step (``"step"``, no notes). AGENTS.md is the
+operator's instructions and is always shown as it is now. The notes live in this process, not
+in the session: a session resumed by another process takes a new snapshot, which already holds
+the change. A note whose message is gone (a rewrite the hook did not see) moves to the end, once.
 
 Nothing here is written back to memory: PreReasoning input is rebuilt every step, so the section
 never accumulates. Reading files on every step would cost a worker-thread round trip per step
@@ -16,12 +41,18 @@ the very next step) or when ``refresh_seconds`` have passed (edits made outside 
 by a person or another process). The check itself re-reads only files whose modification time
 or size changed. Rendered sections are cached too, keyed by everything they depend on.
 
+Trust: everything rendered here comes from workspace files, which the model may have written
+(MEMORY.md through ``memory_save``) or a user may own; it is shown as file content inside
+elements, never as the operator's instructions, and the cache metadata is a digest.
+
 Priority 900: it runs after every other hook has shaped the request, so the workspace section is
 the last block of the system message and whatever comes before it stays a stable prompt prefix.
 """
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import itertools
 import platform
 import re
@@ -29,10 +60,18 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Final, TypeVar
 
-from harness.kernel import Event, Hook, PreReasoning
+from harness.kernel import (
+    CACHE_KEY,
+    CACHE_PREFIX_BLOCKS,
+    Event,
+    Hook,
+    Msg,
+    PostCompact,
+    PreReasoning,
+)
 from harness.sections import SystemSection
 from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD, WorkspaceManager
 from harness.workspace.context import WorkspaceContextConfig
@@ -43,6 +82,7 @@ MAX_LISTED_KNOWLEDGE_FILES: Final = 200
 """Knowledge files listed by path; more are counted, not listed."""
 
 _CACHE_ENTRIES: Final = 256
+_SESSION_ENTRIES: Final = 4096  # sessions whose snapshot and notes this process keeps
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
@@ -91,7 +131,12 @@ def _fit_memory(memory: str, available_chars: int, notice_hint: str) -> str:
 
 
 def _guidance(
-    root: str, tools: AbstractSet[str], extra_files: Sequence[str], *, auto_memory: bool
+    root: str,
+    tools: AbstractSet[str],
+    extra_files: Sequence[str],
+    *,
+    auto_memory: bool,
+    config: WorkspaceContextConfig,
 ) -> str:
     readers = [name for name in ("read_file", "grep_files", "glob_files") if name in tools]
     parts = [
@@ -131,23 +176,38 @@ def _guidance(
         )
     if persistence:
         parts.append("## Memory Persistence\n" + " ".join(persistence))
-    injected = ", ".join(["AGENTS.md", "MEMORY.md", "knowledge/KNOWLEDGE.md", *extra_files])
     parts.append(
         f"## Workspace\nYour workspace is {root}. Follow the persona and rules of AGENTS.md."
     )
-    parts.append(
-        "## Workspace Files (Injected)\n"
-        f"<loaded_context> below holds the current {injected}. They are refreshed whenever "
-        "they change, so you do not need to read them again."
-    )
+    files = ", ".join(["MEMORY.md", "knowledge/KNOWLEDGE.md", *extra_files])
+    where = "<loaded_context> below holds" if config.layout == "legacy" else "Below are"
+    if config.memory_refresh == "step":
+        freshness = (
+            f"{where} the current AGENTS.md, {files}. They are refreshed whenever they change, "
+            "so you do not need to read them again."
+        )
+    else:
+        since = "started" if config.memory_refresh == "session" else "started or was compacted"
+        freshness = (
+            f"{where} AGENTS.md as it is now, and {files} as they were when this session "
+            f"{since}. Changes made since then reach you as <workspace_update> notes in the "
+            "conversation, which are newer than the copy here; you do not need to read the "
+            "files again."
+        )
+    parts.append(f"## Workspace Files (Injected)\n{freshness}")
     return "\n\n".join(parts)
+
+
+_MEMORY_FILES: Final = (MEMORY_MD, KNOWLEDGE_MD)
+MAX_NOTE_LINES: Final = 40
+"""Changed lines a ``<workspace_update>`` note shows per file; the rest are counted."""
 
 
 class WorkspaceContextHook(Hook):
     """Injects the workspace section into every reasoning step's system message."""
 
     priority = 900
-    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning,)
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, PostCompact)
 
     def __init__(
         self,
@@ -165,24 +225,81 @@ class WorkspaceContextHook(Hook):
             f"OS: {platform.system()} {platform.release()}\nTemp dir: {tempfile.gettempdir()}"
         )
         self._snapshots: dict[str | None, _Snapshot] = {}
-        self._sections: dict[tuple[object, ...], str] = {}
+        self._sections: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._views: dict[tuple[str, str | None], _SessionView] = {}
+        self._metadata: dict[tuple[int, str | None], dict[str, object]] = {}
         self._versions = itertools.count()
         self._system = SystemSection()
 
     async def on_event(self, event: Event) -> None:
+        if isinstance(event, PostCompact):
+            view = self._views.get(_view_key(event))
+            if view is not None:
+                view.compacted = True
+            return
         assert isinstance(event, PreReasoning)
-        event.messages = self._system.apply(event.messages, await self.section(event))
+        messages = event.messages
+        before = len(messages[0].content) if messages and messages[0].role == "system" else 0
+        blocks, view = await self._prompt(event)
+        metadata = self._cache_metadata(before, event.ctx.user_id)
+        newest = event.memory[-1].id if event.memory else None
+        event.messages = _with_notes(self._system.apply(messages, blocks, metadata), view, newest)
 
     async def section(self, event: PreReasoning) -> str:
-        """The full workspace section for this step."""
-        snapshot = await self._snapshot(event.ctx.user_id)
+        """The full workspace section for this step, its blocks joined."""
+        blocks, _ = await self._prompt(event)
+        return "\n\n".join(blocks)
+
+    async def _prompt(self, event: PreReasoning) -> tuple[tuple[str, ...], _SessionView]:
+        """The blocks of this step's section, and the session's view (snapshot and notes)."""
+        live = await self._snapshot(event.ctx.user_id)
+        view = self._view(event, live)
         tools = frozenset(tool.name for tool in event.tools)
-        key = (snapshot.version, event.ctx.session_id, event.ctx.user_id, tools, _today())
-        section = self._sections.get(key)
-        if section is None:
-            section = self.render(event, snapshot.texts, snapshot.knowledge_files, tools)
-            _remember(self._sections, key, section)
-        return section
+        agents = live.texts.get(AGENTS_MD, "")
+        key = (
+            agents,
+            view.shown.version,
+            view.date,
+            event.ctx.session_id,
+            event.ctx.user_id,
+            tools,
+        )
+        blocks = self._sections.get(key)
+        if blocks is None:
+            texts = {**view.shown.texts, AGENTS_MD: agents}
+            blocks = self.render(event, texts, view.shown.knowledge_files, tools, view.date)
+            _remember(self._sections, key, blocks)
+        return blocks, view
+
+    def _view(self, event: PreReasoning, live: _Snapshot) -> _SessionView:
+        """The session's view, taken again when the policy says so, with a note for changes."""
+        key = _view_key(event)
+        view = self._views.get(key)
+        refresh = self.config.memory_refresh
+        if view is None or refresh == "step" or (view.compacted and refresh == "compaction"):
+            view = _SessionView(shown=live, told=live, date=_today(), told_date=_today())
+            _remember(self._views, key, view, limit=_SESSION_ENTRIES)
+            return view
+        today = _today()
+        if live.version != view.told.version or today != view.told_date:
+            text = _change_note(view.told, live, view.told_date, today)
+            if text:
+                newest = event.memory[-1].id if event.memory else None
+                view.notes.append((newest, Msg(role="user", name="workspace_update", content=text)))
+            view.told, view.told_date = live, today
+        return view
+
+    def _cache_metadata(self, before: int, user_id: str | None) -> dict[str, object] | None:
+        """What the system message says to the adapters about caching (module docs)."""
+        if self.config.layout == "legacy":
+            return None
+        key = (before, user_id)
+        metadata = self._metadata.get(key)
+        if metadata is None:
+            who = hashlib.sha256(f"{self.agent_name}\n{user_id or ''}".encode()).hexdigest()
+            metadata = {CACHE_PREFIX_BLOCKS: before + 1, CACHE_KEY: f"harness-{who[:32]}"}
+            _remember(self._metadata, key, metadata)
+        return metadata
 
     async def _snapshot(self, user_id: str | None) -> _Snapshot:
         cached = self._snapshots.get(user_id)
@@ -198,10 +315,11 @@ class WorkspaceContextHook(Hook):
         files = await self.workspace.read_first(paths, user_id, self.config.context_files)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
         texts = {path: _clean(entry.text) for path, entry in files.items()}
+        knowledge_files = tuple(p for p in listing if p != KNOWLEDGE_MD)
         if (
             cached is not None
             and cached.texts == texts
-            and cached.knowledge_files == tuple(listing)
+            and cached.knowledge_files == knowledge_files
         ):
             version = cached.version  # unchanged: rendered sections stay valid
         else:
@@ -209,7 +327,7 @@ class WorkspaceContextHook(Hook):
         snapshot = _Snapshot(
             version=version,
             texts=texts,
-            knowledge_files=tuple(p for p in listing if p != KNOWLEDGE_MD),
+            knowledge_files=knowledge_files,
             taken_at=now,
             generation=generation,
         )
@@ -222,21 +340,16 @@ class WorkspaceContextHook(Hook):
         text: Mapping[str, str],
         knowledge_files: Sequence[str],
         tools: AbstractSet[str],
-    ) -> str:
+        today: str,
+    ) -> tuple[str, ...]:
+        """The section's blocks: three (shared, user, session), or one in the legacy layout."""
         root = str(self.workspace.root)
-        lines = [
-            "## Session Context",
-            f"This is the {self.agent_name} agent, working in the workspace {root}.",
-            f"Today is {_today()}.",
-            self._static,
-        ]
-        if event.ctx.session_id:
-            lines.append(f"Session ID: {event.ctx.session_id}")
-        if event.ctx.user_id:
-            lines.append(f"User ID: {event.ctx.user_id}")
+        agent = [f"This is the {self.agent_name} agent, working in the workspace {root}."]
+        environment = [self._static]
         if self.config.environment:
-            lines.append(self.config.environment.strip())
-        session = "\n".join(lines)
+            environment.append(self.config.environment.strip())
+        session = [f"Session ID: {event.ctx.session_id}"] if event.ctx.session_id else []
+        user = [f"User ID: {event.ctx.user_id}"] if event.ctx.user_id else []
 
         knowledge = text.get(KNOWLEDGE_MD, "")
         if knowledge_files:
@@ -248,20 +361,28 @@ class WorkspaceContextHook(Hook):
                 (knowledge + "\n\n" if knowledge else "") + "Knowledge files:\n" + "\n".join(listed)
             )
         extra = [path for path in self.config.context_files if text.get(path)]
-        guidance = _guidance(root, tools, extra, auto_memory=self.auto_memory)
-        head = [
-            "<loaded_context>",
-            _element("agents_context", text.get(AGENTS_MD, "")),
-        ]
-        tail = [
+        guidance = _guidance(root, tools, extra, auto_memory=self.auto_memory, config=self.config)
+        agents = _element("agents_context", text.get(AGENTS_MD, ""))
+        others = [
             _element("domain_knowledge_context", knowledge),
             *(_element(_tag_for(path), text[path]) for path in extra),
-            "</loaded_context>",
         ]
 
-        def assemble(memory: str) -> str:
-            loaded = "\n".join([*head, _element("memory_context", memory), *tail])
-            return f"{session}\n\n{guidance}\n\n{loaded}"
+        def assemble(memory: str) -> tuple[str, ...]:
+            shown = _element("memory_context", memory)
+            if self.config.layout == "legacy":
+                header = [*agent, f"Today is {today}.", *environment[:1], *session, *user]
+                header += environment[1:]
+                loaded = "\n".join(
+                    ["<loaded_context>", agents, shown, *others, "</loaded_context>"]
+                )
+                return ("\n".join(["## Session Context", *header]) + f"\n\n{guidance}\n\n{loaded}",)
+            shared = "\n".join(["## Agent Context", *agent, *environment])
+            return (
+                f"{shared}\n\n{guidance}\n\n{agents}",
+                "\n".join(["## User Context", *user, shown, *others]),
+                "\n".join(["## Session Context", *session, f"Today is {today}."]),
+            )
 
         if "memory_search" in tools:
             hint = ": use memory_search for the rest"
@@ -269,8 +390,75 @@ class WorkspaceContextHook(Hook):
             hint = ": read MEMORY.md for the rest"
         else:
             hint = ""
-        available = self.config.max_context_tokens * 4 - len(assemble(""))
+        budget = self.config.max_context_tokens * 4
+        available = budget - sum(len(block) + 2 for block in assemble(""))
         return assemble(_fit_memory(text.get(MEMORY_MD, ""), available, hint))
+
+
+def _view_key(event: Event) -> tuple[str, str | None]:
+    """A session's key; a call without a session is a session of its own."""
+    return (event.ctx.session_id or f"call:{event.call_id}", event.ctx.user_id)
+
+
+def _with_notes(messages: list[Msg], view: _SessionView, newest: str | None) -> list[Msg]:
+    """``messages`` with the session's notes, each after the message it follows (module docs).
+
+    ``newest`` is the id of the conversation's last message, where notes go whose message is
+    gone (the history was rewritten under them): from then on they stay there.
+    """
+    if not view.notes:
+        return messages
+    where = {message.id: index for index, message in enumerate(messages)}
+    if any(anchor is not None and anchor not in where for anchor, _ in view.notes):
+        view.notes = [(newest, note) for _, note in view.notes]
+    system = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    after: dict[int, list[Msg]] = {}
+    for anchor, note in view.notes:  # None: the conversation was empty, so before all of it
+        after.setdefault(where[anchor] if anchor is not None else system - 1, []).append(note)
+    result = list(after.get(-1, ()))
+    for index, message in enumerate(messages):
+        result.append(message)
+        result.extend(after.get(index, ()))
+    return result
+
+
+def _change_note(old: _Snapshot, new: _Snapshot, old_date: str, new_date: str) -> str:
+    """A ``<workspace_update>`` note of what changed in the memory files, or ``""``."""
+    parts: list[str] = []
+    if new_date != old_date:
+        parts.append(f"Today is now {new_date}.")
+    paths = [
+        *_MEMORY_FILES,
+        *sorted(p for p in {*old.texts, *new.texts} if p not in (AGENTS_MD, *_MEMORY_FILES)),
+    ]
+    for path in paths:
+        before, after = old.texts.get(path, ""), new.texts.get(path, "")
+        if before != after:
+            parts.append(_file_change(path, before, after))
+    added = [p for p in new.knowledge_files if p not in old.knowledge_files]
+    removed = [p for p in old.knowledge_files if p not in new.knowledge_files]
+    if added or removed:
+        listed = [f"+ {p}" for p in added[:MAX_NOTE_LINES]] + [
+            f"- {p}" for p in removed[:MAX_NOTE_LINES]
+        ]
+        parts.append("Knowledge files changed:\n" + "\n".join(listed))
+    if not parts:
+        return ""
+    body = "\n\n".join(parts)
+    return f"<workspace_update>\n{body}\n</workspace_update>"
+
+
+def _file_change(path: str, before: str, after: str) -> str:
+    """The lines of ``path`` added (``+``) and removed (``-``), at most MAX_NOTE_LINES."""
+    changed = [
+        line
+        for line in difflib.ndiff(before.splitlines(), after.splitlines())
+        if line[:2] in ("+ ", "- ") and line[2:].strip()
+    ]
+    shown = changed[:MAX_NOTE_LINES]
+    more = len(changed) - len(shown)
+    tail = f"\n... and {more} more changed lines: read {path} for all of it" if more > 0 else ""
+    return f"{path} changed (- removed, + added):\n" + "\n".join(shown) + tail
 
 
 _today_cache: tuple[float, str] = (0.0, "")
@@ -299,8 +487,24 @@ class _Snapshot:
     generation: int
 
 
-def _remember(cache: dict[K, V], key: K, value: V) -> None:
-    """Store in a small bounded cache; the oldest entry goes first."""
+@dataclass(slots=True, eq=False)
+class _SessionView:
+    """What one session's prompt shows of the memory files, and the notes it was given since."""
+
+    shown: _Snapshot
+    """The snapshot the system prompt shows."""
+    told: _Snapshot
+    """The snapshot the model knows of: ``shown`` and every note since."""
+    date: str
+    told_date: str
+    notes: list[tuple[str | None, Msg]] = field(default_factory=list)
+    """(the id of the message a note follows, None before all; the note), oldest first."""
+    compacted: bool = False
+
+
+def _remember(cache: dict[K, V], key: K, value: V, *, limit: int = _CACHE_ENTRIES) -> None:
+    """Store in a bounded cache; the oldest entry goes first."""
+    cache.pop(key, None)
     cache[key] = value
-    if len(cache) > _CACHE_ENTRIES:
+    if len(cache) > limit:
         del cache[next(iter(cache))]

@@ -93,6 +93,24 @@ def test_truncating_twice_changes_nothing() -> None:
     assert twice.changed == 0
 
 
+def test_a_growing_conversation_is_rewritten_once_a_stride_not_at_every_step() -> None:
+    # As the compaction hook applies it: before every step, to the conversation so far. Each
+    # rewrite costs the provider's prompt cache from the first rewritten message on (issue 18).
+    config = TruncateArgsConfig(trigger_messages=1, trigger_tokens=0, keep_messages=4)
+    messages = [Msg(role="user", content="go")]
+    rewrites = []
+    for step in range(24):
+        messages += [call(f"c{step}", path=f"{step}.txt", content=LONG), result(f"c{step}")]
+        out = truncate_args(messages, config)
+        if out.changed:
+            rewrites.append(len(messages))
+        messages = out.messages
+        kept = [m for m in messages[-4:] if m.tool_uses]
+        assert all(m.tool_uses[0].input["content"] == LONG for m in kept)  # the tail is whole
+    assert rewrites == list(range(9, 50, 4))  # every second step here, never more often
+    assert len(rewrites) < 24 / 2 + 1
+
+
 def test_keep_tokens_keeps_the_suffix_that_fits() -> None:
     messages = [Msg(role="user", content="x" * 100) for _ in range(5)]  # 47 tokens each
     assert keep_start(messages, keep_messages=0, keep_tokens=100) == 3

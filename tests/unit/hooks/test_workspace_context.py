@@ -10,7 +10,7 @@ import pytest
 
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
-from harness.kernel import Msg, PreReasoning, TextBlock, ToolSchema
+from harness.kernel import CACHE_KEY, CACHE_PREFIX_BLOCKS, Msg, PreReasoning, TextBlock, ToolSchema
 from harness.models import ScriptedChatModel
 from harness.sections import inject_section
 from harness.workspace import WorkspaceManager
@@ -40,23 +40,71 @@ def hook(workspace: Path, **config: object) -> WorkspaceContextHook:
     )
 
 
-async def section_of(workspace: Path, ev: PreReasoning | None = None, **config: object) -> str:
+async def blocks_of(workspace: Path, ev: PreReasoning | None = None, **config: object) -> list[str]:
+    """The blocks the hook adds to a request without a system message of its own."""
     ev = ev or event()
     await hook(workspace, **config).on_event(ev)
     system = ev.messages[0]
     assert system.role == "system"
-    return system.content[-1].text  # type: ignore[union-attr]
+    return [block.text for block in system.content]  # type: ignore[union-attr]
 
 
-async def test_session_context_section(workspace: Path) -> None:
-    text = await section_of(
+async def section_of(workspace: Path, ev: PreReasoning | None = None, **config: object) -> str:
+    return "\n\n".join(await blocks_of(workspace, ev, **config))
+
+
+def today() -> str:
+    now = time.localtime()
+    return f"{time.strftime('%A %b', now)} {now.tm_mday}, {now.tm_year}"
+
+
+async def test_the_section_goes_from_shared_to_user_to_session(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("Be kind.")
+    (workspace / "users" / "ann").mkdir(parents=True)
+    (workspace / "users" / "ann" / "MEMORY.md").write_text("- likes tea")
+    shared, user, session = await blocks_of(
         workspace,
         event(RuntimeContext(session_id="s9", user_id="ann")),
         environment="Deployment: test",
     )
-    now = time.localtime()
+    assert shared.startswith("## Agent Context\nThis is the bot agent, working in the workspace ")
+    assert "Deployment: test" in shared
+    assert shared.endswith("<agents_context>\n    Be kind.\n  </agents_context>")
+    assert "s9" not in shared
+    assert "ann" not in shared
+    assert today() not in shared
+    assert user.startswith("## User Context\nUser ID: ann\n  <memory_context>\n    - likes tea")
+    assert session == f"## Session Context\nSession ID: s9\nToday is {today()}."
+
+
+async def test_two_users_share_the_first_block_and_the_adapters_are_told_so(
+    workspace: Path,
+) -> None:
+    context = hook(workspace)
+    base = Msg(role="system", content="BASE")
+    requests = []
+    for user in ("ann", "bob"):
+        ev = event(RuntimeContext(session_id=f"s-{user}", user_id=user), messages=[base])
+        await context.on_event(ev)
+        requests.append(ev.messages[0])
+    ann, bob = requests
+    assert ann.content[:2] == bob.content[:2]
+    assert ann.content[2:] != bob.content[2:]
+    assert ann.metadata[CACHE_PREFIX_BLOCKS] == bob.metadata[CACHE_PREFIX_BLOCKS] == 2
+    assert ann.metadata[CACHE_KEY] != bob.metadata[CACHE_KEY]
+    assert "ann" not in ann.metadata[CACHE_KEY]
+
+
+async def test_the_legacy_layout_is_one_block_opening_with_the_session(workspace: Path) -> None:
+    blocks = await blocks_of(
+        workspace,
+        event(RuntimeContext(session_id="s9", user_id="ann")),
+        environment="Deployment: test",
+        layout="legacy",
+    )
+    (text,) = blocks
     assert text.startswith("## Session Context\nThis is the bot agent, working in the workspace ")
-    assert f"Today is {time.strftime('%A %b', now)} {now.tm_mday}, {now.tm_year}." in text
+    assert f"Today is {today()}." in text
     assert "Session ID: s9\nUser ID: ann\nDeployment: test" in text
 
 
@@ -67,7 +115,7 @@ async def test_files_are_injected_in_loaded_context(workspace: Path) -> None:
     (workspace / "knowledge" / "KNOWLEDGE.md").write_text("Glossary here.")
     (workspace / "knowledge" / "deep" / "faq.md").write_text("q")
     (workspace / "SOUL.md").write_text("Soul line")
-    text = await section_of(workspace, context_files=("SOUL.md", "missing.md"))
+    text = await section_of(workspace, context_files=("SOUL.md", "missing.md"), layout="legacy")
     loaded = text[text.rindex("<loaded_context>") :]
     assert loaded == (
         "<loaded_context>\n"
@@ -81,9 +129,31 @@ async def test_files_are_injected_in_loaded_context(workspace: Path) -> None:
     assert "not for the model" not in text
 
 
+async def test_files_are_injected_as_elements_of_their_blocks(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("# Persona\n<!-- not for the model -->\nBe kind.\n")
+    (workspace / "MEMORY.md").write_text("- likes tea\n")
+    (workspace / "knowledge" / "deep").mkdir(parents=True)
+    (workspace / "knowledge" / "KNOWLEDGE.md").write_text("Glossary here.")
+    (workspace / "knowledge" / "deep" / "faq.md").write_text("q")
+    (workspace / "SOUL.md").write_text("Soul line")
+    shared, user, _ = await blocks_of(workspace, context_files=("SOUL.md", "missing.md"))
+    assert shared.endswith("  <agents_context>\n    # Persona\n\n    Be kind.\n  </agents_context>")
+    assert user == (
+        "## User Context\n"
+        "  <memory_context>\n    - likes tea\n  </memory_context>\n"
+        "  <domain_knowledge_context>\n    Glossary here.\n\n    Knowledge files:\n"
+        "    - knowledge/deep/faq.md\n  </domain_knowledge_context>\n"
+        "  <soul_md>\n    Soul line\n  </soul_md>"
+    )
+    assert "not for the model" not in shared
+
+
 async def test_empty_workspace_renders_empty_elements(workspace: Path) -> None:
-    text = await section_of(workspace)
-    assert "  <agents_context></agents_context>\n  <memory_context></memory_context>" in text
+    shared, user, _ = await blocks_of(workspace)
+    assert shared.endswith("  <agents_context></agents_context>")
+    assert "  <memory_context></memory_context>" in user
+    (legacy,) = await blocks_of(workspace, layout="legacy")
+    assert "  <agents_context></agents_context>\n  <memory_context></memory_context>" in legacy
 
 
 async def test_appended_as_new_block_of_first_system_message(workspace: Path) -> None:
@@ -93,8 +163,9 @@ async def test_appended_as_new_block_of_first_system_message(workspace: Path) ->
     first = ev.messages[0]
     assert first.id == system.id
     assert first.content[0] == TextBlock(text="BASE")
-    assert len(first.content) == 2
+    assert len(first.content) == 4
     assert system.content == [TextBlock(text="BASE")]  # the original is not mutated
+    assert system.metadata == {}
 
 
 def test_inserts_a_system_message_when_there_is_none() -> None:
@@ -185,7 +256,7 @@ async def test_writes_through_the_manager_are_seen_at_the_next_step(workspace: P
         memory=None, model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona]
     )
     await agent.call("go", ctx=RuntimeContext(session_id="s"))
-    first, second = (request[0].content[-1].text for request in model.requests)  # type: ignore[union-attr]
+    first, second = (request[0].text for request in model.requests)
     assert "version one" in first
     assert "version two, longer" in second
     saved = await agent.sessions.load(RuntimeContext(session_id="s"))
@@ -210,7 +281,7 @@ async def test_outside_edits_are_seen_once_the_snapshot_expires(workspace: Path)
 
 async def test_refresh_zero_checks_every_step(workspace: Path) -> None:
     (workspace / "MEMORY.md").write_text("- one")
-    context = hook(workspace, refresh_seconds=0)
+    context = hook(workspace, refresh_seconds=0, memory_refresh="step")
     for text in ("- one", "- two two"):
         (workspace / "MEMORY.md").write_text(text)
         ev = event()

@@ -15,6 +15,7 @@ import pytest
 from _servers import AnthropicServer, Reply, running
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    CACHE_PREFIX_BLOCKS,
     ChatChunk,
     ChatResponse,
     ImageBlock,
@@ -604,3 +605,131 @@ async def test_system_blocks_are_joined_as_paragraphs_when_none_is_cached(
     await collect(model, [system, Msg(role="user", content="hi")])
 
     assert server.requests[0].body["system"] == "You help.\n\n## Rules"
+
+
+# -- prompt caching -----------------------------------------------------------------------------
+
+LONG = "word " * 1200  # about 1,500 tokens by the adapter's estimate: above every minimum
+
+
+def marks(body: dict[str, Any]) -> list[str]:
+    """Where a request's cache breakpoints are: ``tools[i]``, ``system[i]``, ``messages[i][j]``."""
+    found = [
+        f"tools[{i}]" for i, tool in enumerate(body.get("tools", [])) if "cache_control" in tool
+    ]
+    system = body.get("system")
+    if isinstance(system, list):
+        found += [f"system[{i}]" for i, block in enumerate(system) if "cache_control" in block]
+    for i, message in enumerate(body["messages"]):
+        content = message["content"]
+        if isinstance(content, list):
+            found += [f"messages[{i}][{j}]" for j, b in enumerate(content) if "cache_control" in b]
+    return found
+
+
+def conversation_with_tool_turns() -> list[Msg]:
+    system = Msg(
+        role="system",
+        content=[TextBlock(text=LONG), TextBlock(text="user part"), TextBlock(text="session")],
+        metadata={CACHE_PREFIX_BLOCKS: 1},
+    )
+    call = ToolUseBlock(id="t1", name="now", input={})
+    return [
+        system,
+        Msg(role="user", content="What time is it?"),
+        Msg(role="assistant", content=[call]),
+        Msg.tool_result(ToolResultBlock(id="t1", name="now", output="12:00")),
+    ]
+
+
+async def test_breakpoints_end_the_shared_prefix_the_system_and_the_last_two_requests(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    server.queue_stream(text_events("ok"))
+
+    await collect(model, conversation_with_tool_turns(), [CLOCK])
+
+    body = server.requests[0].body
+    # shared system block, whole system, the previous request's end, the newest turn: four
+    assert marks(body) == ["system[0]", "system[2]", "messages[0][0]", "messages[2][0]"]
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert [block["text"] for block in body["system"]] == [LONG, "user part", "session"]
+
+
+async def test_without_a_shared_prefix_the_tools_are_marked(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    tool = ToolSchema(name="big", description=LONG)
+    server.queue_stream(text_events("ok"))
+
+    await collect(
+        model, [Msg(role="system", content="Be brief."), Msg(role="user", content="Hi")], [tool]
+    )
+
+    assert marks(server.requests[0].body) == ["tools[0]", "system[0]", "messages[0][0]"]
+
+
+async def test_no_breakpoint_ends_a_prefix_below_the_minimum(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    messages = conversation_with_tool_turns()
+    messages[0] = Msg(role="system", content="Be brief.", metadata={CACHE_PREFIX_BLOCKS: 1})
+    server.queue_stream(text_events("ok"))
+
+    await collect(model, messages, [CLOCK])
+
+    body = server.requests[0].body
+    assert marks(body) == []
+    assert body["system"] == "Be brief."
+
+
+async def test_caching_off_sends_no_breakpoint(server: AnthropicServer) -> None:
+    model = AnthropicChatModel(
+        "claude-test", api_key="sk-ant-test", base_url=server.url, prompt_caching=False
+    )
+    server.queue_stream(text_events("ok"))
+    try:
+        await collect(model, conversation_with_tool_turns(), [CLOCK])
+    finally:
+        await model.aclose()
+
+    body = server.requests[0].body
+    assert marks(body) == []
+    assert body["system"] == f"{LONG}\n\nuser part\n\nsession"
+
+
+async def test_at_most_four_breakpoints_however_long_the_conversation(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    messages = conversation_with_tool_turns()
+    for n in range(2, 30):
+        messages.append(Msg(role="assistant", content=[ToolUseBlock(id=f"t{n}", name="now")]))
+        messages.append(Msg.tool_result(ToolResultBlock(id=f"t{n}", name="now", output=LONG)))
+    server.queue_stream(text_events("ok"))
+
+    await collect(model, messages, [CLOCK])
+
+    body = server.requests[0].body
+    found = marks(body)
+    last = len(body["messages"]) - 1
+    assert len(found) == 4
+    assert found[-2:] == [f"messages[{last - 2}][0]", f"messages[{last}][0]"]
+
+
+async def test_each_step_reads_where_the_previous_one_wrote(
+    model: AnthropicChatModel, server: AnthropicServer
+) -> None:
+    first = conversation_with_tool_turns()
+    second = [
+        *first,
+        Msg(role="assistant", content=[ToolUseBlock(id="t2", name="now")]),
+        Msg.tool_result(ToolResultBlock(id="t2", name="now", output="12:01")),
+    ]
+    server.queue_stream(text_events("ok"))
+    server.queue_stream(text_events("ok"))
+
+    await collect(model, first, [CLOCK])
+    await collect(model, second, [CLOCK])
+
+    newest_then = marks(server.requests[0].body)[-1]
+    assert newest_then in marks(server.requests[1].body)[:-1]

@@ -14,6 +14,7 @@ from _servers import OpenAIServer, Reply, running
 from harness.context import RuntimeContext
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
 from harness.kernel import (
+    CACHE_KEY,
     ChatChunk,
     ChatResponse,
     ImageBlock,
@@ -723,3 +724,64 @@ def test_system_blocks_are_sent_as_paragraphs() -> None:
     (wire,) = adapter._to_openai_messages([system])
 
     assert wire == {"role": "system", "content": "You help.\n\n## Rules"}
+
+
+# -- prompt caching -----------------------------------------------------------------------------
+
+
+async def test_cached_tokens_are_the_cache_reads_of_usage(
+    model: OpenAIChatModel, server: OpenAIServer
+) -> None:
+    usage = usage_chunk(2048, 3)
+    usage["usage"]["prompt_tokens_details"] = {"cached_tokens": 1920}
+    server.queue_stream([text_chunk("Hello", finish="stop"), usage])
+
+    _, response = await collect(model)
+
+    assert response.usage == Usage(2048, 3, cache_read_tokens=1920)
+    assert response.usage.uncached_input_tokens == 128
+
+
+KEYED = [
+    Msg(role="system", content="Be brief.", metadata={CACHE_KEY: "harness-0123abcd"}),
+    Msg(role="user", content="Hi"),
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "sent"), [(True, "harness-0123abcd"), (False, None), (None, None)]
+)
+async def test_the_prompt_cache_key_is_sent_when_asked(
+    server: OpenAIServer, setting: bool | None, sent: str | None
+) -> None:
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", prompt_cache_key=setting
+    )
+    server.queue_stream([text_chunk("Hello", finish="stop"), usage_chunk(5, 1)])
+    try:
+        await collect(model, KEYED)
+    finally:
+        await model.aclose()
+
+    # None: only OpenAI's own endpoint gets it, and a local server is not that
+    assert server.requests[0].body.get("prompt_cache_key") == sent
+
+
+def test_openai_s_own_endpoint_gets_the_key_by_default() -> None:
+    model = OpenAIChatModel("gpt-test", api_key="sk-test")
+    assert model._send_cache_key
+    local = OpenAIChatModel("gpt-test", api_key="sk-test", base_url="http://127.0.0.1:1/v1")
+    assert not local._send_cache_key
+
+
+async def test_a_prompt_cache_key_option_wins(server: OpenAIServer) -> None:
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-test", base_url=f"{server.url}/v1", prompt_cache_key=True
+    )
+    server.queue_stream([text_chunk("Hello", finish="stop"), usage_chunk(5, 1)])
+    try:
+        await collect(model, KEYED, prompt_cache_key="mine")
+    finally:
+        await model.aclose()
+
+    assert server.requests[0].body["prompt_cache_key"] == "mine"
