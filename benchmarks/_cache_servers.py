@@ -41,10 +41,10 @@ from typing import Any, TypeVar
 
 __all__ = [
     "Accounting",
-    "AnthropicCacheServer",
     "Answer",
-    "Call",
+    "AnthropicCacheServer",
     "CacheServer",
+    "Call",
     "OpenAICacheServer",
     "Prompt",
     "Responder",
@@ -359,7 +359,7 @@ class AnthropicCacheServer(CacheServer):
             "cache_read_input_tokens": record.cache_read,
             "output_tokens": 1,
         }
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_{number:05d}",
             "type": "message",
             "role": "assistant",
@@ -398,7 +398,9 @@ class AnthropicCacheServer(CacheServer):
                 {"type": "content_block_stop", "index": index},
             ]
             index += 1
-        output = len(tokens(answer.text)) + sum(len(tokens(dict(c.arguments))) for c in answer.calls)
+        output = len(tokens(answer.text)) + sum(
+            len(tokens(dict(c.arguments))) for c in answer.calls
+        )
         events += [
             {
                 "type": "message_delta",
@@ -499,13 +501,20 @@ class OpenAICacheServer(CacheServer):
             function = {"name": call.name, "arguments": json.dumps(call.arguments)}
             delta = {
                 "tool_calls": [
-                    {"index": index, "id": f"call_{call.id}", "type": "function", "function": function}
+                    {
+                        "index": index,
+                        "id": f"call_{call.id}",
+                        "type": "function",
+                        "function": function,
+                    }
                 ]
             }
             chunks.append({"choices": [{"index": 0, "delta": delta}]})
         finish = "tool_calls" if answer.calls else "stop"
         chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        output = len(tokens(answer.text)) + sum(len(tokens(dict(c.arguments))) for c in answer.calls)
+        output = len(tokens(answer.text)) + sum(
+            len(tokens(dict(c.arguments))) for c in answer.calls
+        )
         usage = {
             "prompt_tokens": record.prompt_tokens,
             "completion_tokens": max(1, output),
