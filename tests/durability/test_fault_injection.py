@@ -58,7 +58,8 @@ class EchoModel:
     model_name = "echo"
 
     async def stream(self, messages, tools, **options):
-        last = messages[-1]
+        # a note on a memory change follows the newest message (docs/prompt-caching.md)
+        last = next(m for m in reversed(messages) if m.name != "workspace_update")
         if last.tool_results:
             result = last.tool_results[0]
             turn = result.id.removeprefix("call-")
