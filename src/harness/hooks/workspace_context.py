@@ -276,11 +276,11 @@ class WorkspaceContextHook(Hook):
         key = _view_key(event)
         view = self._views.get(key)
         refresh = self.config.memory_refresh
+        today = _today()
         if view is None or refresh == "step" or (view.compacted and refresh == "compaction"):
-            view = _SessionView(shown=live, told=live, date=_today(), told_date=_today())
+            view = _SessionView(shown=live, told=live, date=today, told_date=today)
             _remember(self._views, key, view, limit=_SESSION_ENTRIES)
             return view
-        today = _today()
         if live.version != view.told.version or today != view.told_date:
             text = _change_note(view.told, live, view.told_date, today)
             if text:
