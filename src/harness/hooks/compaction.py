@@ -59,6 +59,7 @@ from harness.kernel import (
     PreCompact,
     PreReasoning,
     new_call_id,
+    report,
 )
 
 __all__ = ["CompactionEmit", "CompactionHook", "rebuild_request"]
@@ -157,6 +158,7 @@ class CompactionHook(Hook):
 
     def _pre_compact(self, event: PreReasoning) -> Callable[[CompactionPlan], Awaitable[None]]:
         async def announce(plan: CompactionPlan) -> None:
+            report("compaction_started", cut=plan.cut, tokens_before=plan.tokens_before)
             if self.emit is not None:
                 await self.emit(
                     PreCompact(
@@ -201,7 +203,10 @@ class CompactionHook(Hook):
         call_id: str,
         result: CompactionResult,
     ) -> None:
-        if self.emit is None or result.summary is None:
+        if result.summary is None:
+            return
+        report("compaction", removed=result.removed, tokens_after=result.tokens_after)
+        if self.emit is None:
             return
         await self.emit(
             PostCompact(

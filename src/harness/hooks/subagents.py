@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
-from harness.kernel import Event, Hook, Msg, PreReasoning, Tool
+from harness.kernel import Event, Hook, Msg, PreReasoning, Tool, report
 from harness.sections import SystemSection
 from harness.subagents.declarations import Declaration, SubagentCatalog
 from harness.subagents.tasks import TaskRecord, TaskRepository, TaskStatus
@@ -169,6 +169,14 @@ class SubagentsHook(Hook):
         event.memory.append(notice)
         event.messages.append(notice)
         await self.tasks.mark_delivered(shown)
+        report(
+            "task_notice",
+            tasks=[
+                {"task_id": r.task_id, "subagent": r.agent_id, "status": r.describe_status}
+                for r in shown
+            ],
+            more=len(finished) - len(shown),
+        )
 
     async def aclose(self) -> None:
         """Let running tasks finish (up to the grace period), then close the children."""

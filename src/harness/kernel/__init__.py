@@ -43,12 +43,14 @@ from harness.kernel.model import (
     complete,
 )
 from harness.kernel.streaming import (
+    Progress,
     Reply,
     StreamItem,
     TextDelta,
     ThinkingDelta,
     ToolFinished,
     ToolStarted,
+    report,
 )
 from harness.kernel.toolkit import Tool, Toolkit
 
@@ -76,6 +78,7 @@ __all__ = [
     "PreCall",
     "PreCompact",
     "PreReasoning",
+    "Progress",
     "ReActAgent",
     "Reply",
     "Role",
@@ -97,4 +100,5 @@ __all__ = [
     "drop_unanswered_tail",
     "new_call_id",
     "new_id",
+    "report",
 ]

@@ -36,6 +36,9 @@ from harness.kernel.hooks import Hook, HookChain
 from harness.kernel.message import Msg, ToolUseBlock, as_messages, drop_unanswered_tail
 from harness.kernel.model import ChatModel, ChatResponse
 from harness.kernel.streaming import (
+    STREAM,
+    Emit,
+    Progress,
     Reply,
     StreamItem,
     TextDelta,
@@ -61,8 +64,6 @@ MAX_ITERS_HINT = (
     "You have used every reasoning step available for this request. Do not call any tool: "
     "answer now, summarizing what you found and what is left to do."
 )
-
-Emit = Callable[[StreamItem], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,7 @@ class ReActAgent:
         assert task is not None
         self._running.add(task)
         call = _Call(new_call_id(), ctx, memory, emit)
+        streaming = STREAM.set(emit)
         try:
             memory.extend(inputs)
             await self.hooks.dispatch(
@@ -214,6 +216,7 @@ class ReActAgent:
             await self._report(call, exc)
             raise
         finally:
+            STREAM.reset(streaming)
             self._running.discard(task)
             self._interrupting.discard(task)
 
@@ -290,6 +293,7 @@ class ReActAgent:
             content = [block for block in content if not isinstance(block, ToolUseBlock)]
         message = Msg(role="assistant", name=self.name, content=content, metadata=metadata)
         memory.append(message)
+        latency = time.perf_counter() - started
         await self.hooks.dispatch(
             PostReasoning(
                 ctx=call.ctx,
@@ -300,9 +304,11 @@ class ReActAgent:
                 message=message,
                 model=metadata["model"],
                 usage=response.usage,
-                latency_s=time.perf_counter() - started,
+                latency_s=latency,
             )
         )
+        if emit is not None:
+            emit(Progress("step", _step_report(step, message, response, latency)))
         return message
 
     async def _act_all(self, call: _Call, uses: list[ToolUseBlock]) -> None:
@@ -342,3 +348,17 @@ class ReActAgent:
         if emit is not None:
             emit(ToolFinished(event.result))
         return Msg.tool_result(event.result)
+
+
+def _step_report(step: int, message: Msg, response: ChatResponse, latency: float) -> dict[str, Any]:
+    """What a streaming caller learns of a finished step: its model, tokens, time, tool calls."""
+    usage = response.usage
+    return {
+        "step": step,
+        "model": message.metadata["model"],
+        "input_tokens": usage.input_tokens if usage else None,
+        "output_tokens": usage.output_tokens if usage else None,
+        "cache_read_tokens": usage.cache_read_tokens if usage else None,
+        "latency_s": round(latency, 4),
+        "tool_calls": [use.name for use in message.tool_uses],
+    }

@@ -1,12 +1,31 @@
-"""What :meth:`ReActAgent.stream` yields while a call runs."""
+"""What :meth:`ReActAgent.stream` yields while a call runs.
+
+The loop yields text, reasoning and tool activity itself, and a ``Progress("step")`` item when
+a step ends (its model, tokens, latency and tool calls). A hook that knows something else a
+streaming caller wants to see (a compaction, a background task's notice) adds a
+:class:`Progress` item with :func:`report`: it lands in the stream in the order things
+happened, between the deltas and tool items around it, and is dropped when nobody streams.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
 
-__all__ = ["Reply", "StreamItem", "TextDelta", "ThinkingDelta", "ToolFinished", "ToolStarted"]
+__all__ = [
+    "Progress",
+    "Reply",
+    "StreamItem",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolFinished",
+    "ToolStarted",
+    "report",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +63,25 @@ class Reply:
     message: Msg
 
 
-StreamItem = TextDelta | ThinkingDelta | ToolStarted | ToolFinished | Reply
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Something a hook reports while the call runs: ``kind`` names it, ``data`` is JSON-able."""
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+StreamItem = TextDelta | ThinkingDelta | ToolStarted | ToolFinished | Progress | Reply
+
+Emit = Callable[[StreamItem], None]
+
+STREAM: ContextVar[Emit | None] = ContextVar("harness_stream", default=None)
+"""Where the running call's stream items go (None when the call is not streamed). The loop
+sets it for the task of each call, so a nested call (a subagent run by a tool) has its own."""
+
+
+def report(kind: str, **data: Any) -> None:
+    """Add a :class:`Progress` item to the running call's stream, if it is streamed."""
+    emit = STREAM.get()
+    if emit is not None:
+        emit(Progress(kind, data))

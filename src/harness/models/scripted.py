@@ -20,6 +20,8 @@ Each turn has, all optional:
 - ``tool_calls``: a list of ``{"name": ..., "input": {...}}`` tool calls.
 - ``usage``: ``{"input_tokens": n, "output_tokens": m}`` to report as the provider's usage.
 - ``repeat``: when true the turn can answer any number of requests; otherwise it is used once.
+- ``delay``: seconds to wait before answering, as a slow provider would (for tests of what
+  happens while a turn runs: a second request, a disconnect, a stop).
 
 A request is answered by the first turn, in file order, that is unused (or ``repeat``) and fits.
 When none fits, :class:`~harness.errors.ScriptExhaustedError` quotes the request's last message.
@@ -77,6 +79,7 @@ class ScriptTurn(BaseModel):
     tool_calls: list[_ToolCall] = Field(default_factory=list)
     usage: _Usage | None = None
     repeat: bool = False
+    delay: float = Field(default=0.0, ge=0, le=3600)
 
     @field_validator("match")
     @classmethod
@@ -173,6 +176,8 @@ class ScriptedChatModel:
             if self.log_path is not None:
                 line = json.dumps([m.model_dump(mode="json") for m in messages], ensure_ascii=False)
                 await asyncio.to_thread(_append_line, self.log_path, line)
+        if turn.delay:
+            await asyncio.sleep(turn.delay)
         content: list[ContentBlock] = []
         if turn.text:
             for piece in re.findall(r"\S+\s*|\s+", turn.text):

@@ -24,6 +24,7 @@ from harness.kernel import (
     PreActing,
     PreCall,
     PreReasoning,
+    Progress,
     ReActAgent,
     Reply,
     StreamItem,
@@ -36,6 +37,7 @@ from harness.kernel import (
     ToolStarted,
     ToolUseBlock,
     Usage,
+    report,
 )
 from harness.kernel.agent import MAX_ITERS_HINT
 from harness.models.scripted import ScriptedChatModel
@@ -799,7 +801,15 @@ async def test_stream_yields_deltas_tool_activity_and_finally_the_reply() -> Non
     items = [item async for item in agent.stream("add please")]
 
     call = ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})
-    assert items == [
+    steps = [item for item in items if isinstance(item, Progress)]
+    assert [(p.kind, p.data["step"], p.data["tool_calls"]) for p in steps] == [
+        ("step", 0, ["add"]),
+        ("step", 1, []),
+    ]
+    # Each step's report comes when that step's model call has ended, before what follows.
+    assert items.index(steps[0]) == 3
+    assert items.index(steps[1]) == len(items) - 2
+    assert [item for item in items if not isinstance(item, Progress)] == [
         TextDelta("Let "),
         TextDelta("me "),
         TextDelta("check."),
@@ -830,9 +840,10 @@ async def test_stream_yields_thinking_deltas() -> None:
     items = [item async for item in agent.stream("?")]
 
     assert items[:2] == [ThinkingDelta("hmm"), TextDelta("yes")]
-    assert isinstance(items[2], Reply)
-    assert items[2].message.text == "yes"
-    assert items[2].message.metadata == {"model": "thinker"}
+    assert isinstance(items[2], Progress)
+    assert isinstance(items[3], Reply)
+    assert items[3].message.text == "yes"
+    assert items[3].message.metadata == {"model": "thinker"}
 
 
 async def test_stream_raises_the_calls_error() -> None:
@@ -951,3 +962,47 @@ async def test_a_consumer_cancelled_while_a_stream_cleans_up_is_cancelled() -> N
     with pytest.raises(asyncio.CancelledError):
         await consumer
     assert went_on == []
+
+
+class Reporter(Hook):
+    """Reports each tool call it sees, as a hook with something to tell a streaming caller."""
+
+    events = (PreActing,)
+
+    async def on_event(self, event: Event) -> None:
+        assert isinstance(event, PreActing)
+        report("about_to_run", tool=event.tool_call.name)
+
+
+async def test_a_hooks_report_lands_in_the_stream_where_it_happened() -> None:
+    agent = ReActAgent(
+        name="calc", model=scripted(*ADD_THEN_ANSWER), toolkit=[add], hooks=[Reporter()]
+    )
+
+    items = [item async for item in agent.stream("add please")]
+
+    reported = Progress("about_to_run", {"tool": "add"})
+    assert items.index(reported) + 1 == next(
+        i for i, item in enumerate(items) if isinstance(item, ToolStarted)
+    )
+
+
+async def test_reports_of_a_call_nobody_streams_go_nowhere() -> None:
+    inner = ReActAgent(
+        name="inner", model=scripted(*ADD_THEN_ANSWER), toolkit=[add], hooks=[Reporter()]
+    )
+
+    async def delegate() -> str:
+        """Ask the inner agent."""
+        return (await inner.call("add please")).text
+
+    outer = ReActAgent(
+        name="outer",
+        model=scripted({"tool_calls": [{"name": "delegate", "input": {}}]}, {"text": "Done."}),
+        toolkit=[delegate],
+    )
+
+    items = [item async for item in outer.stream("go")]
+    kinds = [item.kind for item in items if isinstance(item, Progress)]
+    # The inner call ran inside the outer's tool, not streamed: none of its reports leak out.
+    assert kinds == ["step", "step"]
