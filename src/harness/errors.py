@@ -20,7 +20,8 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── StorageError                a file could not be read or written
     ├── SessionBusy                 another call kept the session for longer than the wait
     ├── MCPServerUnavailable        an MCP server could not be started or has stopped
-    └── MCPToolError                an MCP server answered a tool call with an error, or late
+    ├── MCPToolError                an MCP server answered a tool call with an error, or late
+    └── RequestRefused              ``harness serve`` refuses a request (its HTTP status and code)
 
 ``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: both are about a value
 (a path, a file's text) that cannot be used. Every class lives here, whichever package raises
@@ -42,6 +43,7 @@ __all__ = [
     "OtherNamespace",
     "PathOutsideWorkspace",
     "RateLimitError",
+    "RequestRefused",
     "ScriptExhaustedError",
     "SessionBusy",
     "StorageError",
@@ -107,3 +109,13 @@ class MCPServerUnavailable(HarnessError):
 
 class MCPToolError(HarnessError):
     """An MCP server answered a tool call with an error, or did not answer in time."""
+
+
+class RequestRefused(HarnessError):
+    """A served request refused: an HTTP ``status``, a stable ``code`` and what to do instead."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message

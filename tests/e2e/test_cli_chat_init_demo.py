@@ -566,10 +566,10 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
         return dict(zip(names, results, strict=True))
 
 
-def test_commands_are_the_documented_five() -> None:
-    assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "trace"]
-    # their subcommands: test_cli_memory.py, test_cli_tasks.py, and below
-    assert GROUPS == ["memory", "sessions", "tasks"]
+def test_commands_are_the_documented_six() -> None:
+    assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "serve", "trace"]
+    # their subcommands: test_cli_memory.py, test_cli_tasks.py, tests/serve/, and below
+    assert GROUPS == ["keys", "memory", "sessions", "tasks"]
 
 
 def test_top_level_help_lists_every_command(helps: dict[str, Result]) -> None:

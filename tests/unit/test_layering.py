@@ -86,6 +86,7 @@ LAYERS = (
     ("tools",),
     ("hooks",),
     ("agent",),
+    ("serve",),
     ("cli", "harness"),
 )
 """From the bottom up: a package may import only packages of a lower layer (a module directly

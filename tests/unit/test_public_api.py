@@ -32,6 +32,7 @@ PACKAGES = [
     "harness.skills",
     "harness.mcp",
     "harness.observability",
+    "harness.serve",
 ]
 
 

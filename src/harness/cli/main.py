@@ -40,6 +40,7 @@ from harness.cli._common import (
 from harness.cli._output import err, out, setup_logging
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
+from harness.cli.serve import keys_app, serve_command
 from harness.cli.sessions import sessions_app
 from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
@@ -63,7 +64,9 @@ app = typer.Typer(
 app.add_typer(memory_app, name="memory")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(keys_app, name="keys")
 app.command("trace")(trace_command)
+app.command("serve")(serve_command)
 
 
 def cli_compaction(context_window: int | None) -> CompactionConfig:

@@ -279,6 +279,10 @@ class MemoryMaintenance:
 
         task.add_done_callback(done)
 
+    def pending(self, key: str) -> asyncio.Task[None] | None:
+        """The last job scheduled under ``key`` while it runs (it ends after those before it)."""
+        return self._chains.get(key)
+
     def schedule_index(self, path: str) -> None:
         """Index a file that was just written, in the background; the call does not wait.
 

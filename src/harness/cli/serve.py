@@ -1,0 +1,195 @@
+"""``harness serve`` (the agent over HTTP) and ``harness keys`` (its API keys).
+
+The server is uvicorn running :func:`harness.serve.create_app`. Each worker process builds
+its own agent from the same options, so ``--workers N`` needs the options to reach the worker
+processes: they travel as JSON in ``$HARNESS_SERVE_OPTIONS``, which :func:`worker_app` reads.
+SIGTERM (or Ctrl-C) stops taking requests, lets the turns in flight finish for ``--grace``
+seconds, stops those still running (each saves what it completed), then closes the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+
+from harness.cli._common import (
+    ContextWindowOpt,
+    MCPConfigOpt,
+    ModelOpt,
+    ModelOptionOpt,
+    StoreOpt,
+    VerboseOpt,
+    WorkspaceOpt,
+)
+from harness.cli._output import err, out, setup_logging
+from harness.errors import ConfigError
+
+__all__ = ["keys_app", "serve_command", "worker_app"]
+
+OPTIONS_ENV: Final = "HARNESS_SERVE_OPTIONS"
+
+keys_app = typer.Typer(help="API keys of 'harness serve': one per user.", no_args_is_help=True)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything a worker needs to build the served agent, as JSON-able values."""
+
+    workspace: str | None = None
+    model: str | None = None
+    store: str | None = None
+    context_window: int | None = None
+    options: list[str] = field(default_factory=list)
+    mcp_config: str | None = None
+    keys: list[str] = field(default_factory=list)
+    session_wait: float = 5.0
+    turn_timeout: float = 600.0
+
+
+def _app(options: ServeOptions) -> Any:
+    """The ASGI app of ``options``; its agent is built when the server starts."""
+    from harness.cli.main import AgentOptions, opened_agent
+    from harness.serve import ApiKeys, ServeConfig, create_app
+
+    given = AgentOptions(
+        Path(options.workspace) if options.workspace else None,
+        options.model,
+        options.store,
+        options.context_window,
+        options.options,
+        Path(options.mcp_config) if options.mcp_config else None,
+    )
+    has_keys = options.keys or os.environ.get("HARNESS_API_KEYS", "").strip()
+    keys = ApiKeys.load([Path(k) for k in options.keys]) if has_keys else None
+    config = ServeConfig(
+        keys=keys, session_wait=options.session_wait, turn_timeout=options.turn_timeout
+    )
+    return create_app(lambda: opened_agent(given), config)
+
+
+def worker_app() -> Any:
+    """The app of a worker process started by ``--workers N`` (uvicorn's factory)."""
+    raw = json.loads(os.environ[OPTIONS_ENV])
+    return _app(ServeOptions(**raw))
+
+
+def serve_command(
+    workspace: WorkspaceOpt = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on; beyond loopback needs --keys.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Server processes.")] = 1,
+    keys: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--keys",
+            metavar="FILE",
+            help="API key file (harness keys add); repeatable. Also $HARNESS_API_KEYS.",
+            show_default="none: one local user, loopback only",
+        ),
+    ] = None,
+    session_wait: Annotated[
+        float,
+        typer.Option(
+            "--session-wait", min=0, help="Seconds a request waits for a busy session, then 409."
+        ),
+    ] = 5.0,
+    turn_timeout: Annotated[
+        float, typer.Option("--turn-timeout", min=1, help="Seconds a turn may run.")
+    ] = 600.0,
+    grace: Annotated[
+        float,
+        typer.Option("--grace", min=0, help="Seconds turns in flight get to finish on SIGTERM."),
+    ] = 30.0,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Serve the agent over HTTP: OpenAI-compatible API, streaming events API, web page at /."""
+    setup_logging(verbose)
+    options = ServeOptions(
+        workspace=str(workspace) if workspace else None,
+        model=model,
+        store=store,
+        context_window=context_window,
+        options=list(option or []),
+        mcp_config=str(mcp_config) if mcp_config else None,
+        keys=[str(k) for k in keys or []],
+        session_wait=session_wait,
+        turn_timeout=turn_timeout,
+    )
+    try:
+        app = _checked(options, host)
+    except ConfigError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    import uvicorn
+
+    _log_requests()
+    settings: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "timeout_graceful_shutdown": grace,
+        "access_log": False,  # harness.serve logs each request once, with its user and time
+        "log_level": "info",
+    }
+    if workers == 1:
+        uvicorn.run(app, **settings)
+        return
+    os.environ[OPTIONS_ENV] = json.dumps(asdict(options))
+    uvicorn.run("harness.cli.serve:worker_app", factory=True, workers=workers, **settings)
+
+
+def _checked(options: ServeOptions, host: str) -> Any:
+    """The app, once the options are known to be usable: a bad key file is an error now."""
+    try:
+        from harness.serve.http import is_loopback
+    except ImportError as exc:
+        msg = f"harness serve needs the serve extra: pip install 'harness[serve]' ({exc})"
+        raise ConfigError(msg) from None
+    app = _app(options)
+    keyless = not options.keys and not os.environ.get("HARNESS_API_KEYS", "").strip()
+    if keyless and not is_loopback(host):
+        msg = (
+            f"refusing to listen on {host} without API keys: anyone who reaches it could use "
+            "the agent; pass --keys FILE (harness keys add USER --file FILE) or use 127.0.0.1"
+        )
+        raise ConfigError(msg)
+    return app
+
+
+def _log_requests() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log = logging.getLogger("harness.serve")
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+@keys_app.command("add")
+def add_command(
+    user: Annotated[str, typer.Argument(help="The user the key acts for.")],
+    file: Annotated[Path, typer.Option("--file", "-f", help="The key file to append to.")],
+) -> None:
+    """Make a key for USER, append its digest to FILE, and print the key (shown only once)."""
+    from harness.serve.keys import add_key
+
+    try:
+        key = add_key(file, user)
+    except (ConfigError, OSError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    out.print(key, markup=False, highlight=False)
+    err.print(f"added a key for {user} to {file}; it is not shown again", highlight=False)

@@ -1,0 +1,172 @@
+"""The native API: turns streamed as server-sent events, sessions, traces, tasks and memory.
+
+Every route acts for the caller's user (:func:`~harness.serve.http.caller`) and reaches only
+that user's namespace: a session, task or trace id of another user is simply not found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict
+
+from harness.context import RuntimeContext
+from harness.errors import HarnessError, RequestRefused
+from harness.observability import read_trace, summarize
+from harness.serve.events import encode_sse, message_json
+from harness.serve.http import read_body
+from harness.serve.state import ServeState, TurnStream, stream_turn
+from harness.subagents import TaskRecord, TaskRepository
+from harness.workspace import AGENTS_DIR, safe_segment, user_prefix
+
+__all__ = ["native_router"]
+
+
+class TurnRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: str
+
+
+def native_router(state: ServeState) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+    agent = state.turns.agent
+
+    @router.post("/sessions/{session_id}/turns", response_model=None)
+    async def start_turn(session_id: str, request: Request) -> Response:
+        user = state.authenticate(request)
+        ctx = state.context(user, session_id)
+        body = await read_body(request, TurnRequest, state.config)
+        turn = await stream_turn(state.turns, ctx, state.checked_input(body.input))
+        return StreamingResponse(
+            _sse(turn, state.config.ping_seconds),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            background=turn.closing(),
+        )
+
+    @router.get("/sessions")
+    async def sessions(request: Request) -> dict[str, Any]:
+        user = state.authenticate(request)
+        root = f"{AGENTS_DIR}/{safe_segment(agent.name)}/context"
+        names = await agent.workspace.list_dirs(root, user)
+        return {"data": [{"id": name} for name in names if _client_id(name)]}
+
+    @router.get("/sessions/{session_id}")
+    async def history(session_id: str, request: Request) -> dict[str, Any]:
+        ctx = _ctx(request, session_id)
+        messages = await agent.sessions.load(ctx)
+        if not messages:
+            raise _not_found("session", session_id)
+        shown = messages[-state.config.max_history :]
+        return {
+            "session_id": session_id,
+            "total": len(messages),
+            "messages": [message_json(m) for m in shown],
+        }
+
+    @router.get("/sessions/{session_id}/trace")
+    async def trace(session_id: str, request: Request) -> dict[str, Any]:
+        ctx = _ctx(request, session_id)
+        assert ctx.session_id is not None
+        _, records = await read_trace(agent.workspace, agent.name, ctx.session_id, ctx.user_id)
+        if records is None:
+            raise _not_found("trace of session", session_id)
+        return {
+            "session_id": session_id,
+            "calls": [call.as_dict() for call in summarize(records)],
+            "records": records[-2_000:],
+        }
+
+    @router.get("/tasks")
+    async def tasks(request: Request, session: str | None = None) -> dict[str, Any]:
+        user = state.authenticate(request)
+        records = await _tasks().records(user, session_id=session)
+        return {"data": [_task_json(r) for r in records]}
+
+    @router.get("/tasks/{task_id}")
+    async def task(task_id: str, request: Request) -> dict[str, Any]:
+        user = state.authenticate(request)
+        repo = _tasks()
+        record = await repo.get(task_id, user)
+        if record is None:
+            raise _not_found("task", task_id)
+        return _task_json(record, await repo.result(record))
+
+    @router.post("/tasks/{task_id}/cancel")
+    async def cancel(task_id: str, request: Request) -> dict[str, Any]:
+        user = state.authenticate(request)
+        record = await _tasks().cancel(task_id, user)
+        if record is None:
+            raise _not_found("task", task_id)
+        return _task_json(record)
+
+    @router.get("/memory/search")
+    async def search(
+        request: Request,
+        q: Annotated[str, Query(min_length=1, max_length=2_000)],
+        limit: Annotated[int, Query(ge=1, le=50)] = 5,
+    ) -> dict[str, Any]:
+        user = state.authenticate(request)
+        maintenance = agent.maintenance
+        if maintenance is None or maintenance.index is None:
+            raise RequestRefused(404, "memory_off", "this agent has no long-term memory index")
+        await maintenance.start()
+        await maintenance.ready()
+        try:
+            hits = await maintenance.index.asearch(q, limit, user_id=user)
+        except HarnessError as exc:
+            raise RequestRefused(503, "memory_unavailable", str(exc)) from None
+        prefix = user_prefix(user)
+        return {
+            "data": [
+                {
+                    "path": hit.path.removeprefix(prefix) if prefix else hit.path,
+                    "line_number": hit.line_number,
+                    "last_line": hit.last_line,
+                    "content": hit.content,
+                    "rank": hit.rank,
+                }
+                for hit in hits
+            ]
+        }
+
+    def _ctx(request: Request, session_id: str) -> RuntimeContext:
+        return state.context(state.authenticate(request), session_id)
+
+    def _tasks() -> TaskRepository:
+        if agent.tasks is None:
+            raise RequestRefused(404, "tasks_off", "this agent runs no background tasks")
+        return agent.tasks
+
+    return router
+
+
+def _client_id(name: str) -> bool:
+    """Whether a session directory's name is an id a client can have used."""
+    try:
+        return bool(name) and safe_segment(name) == name
+    except ValueError:
+        return False
+
+
+def _not_found(what: str, name: str) -> RequestRefused:
+    return RequestRefused(
+        404, f"{what.split()[0]}_not_found", f"no {what} {name[:80]!r} for this user"
+    )
+
+
+def _task_json(record: TaskRecord, result: str | None = None) -> dict[str, Any]:
+    data = record.model_dump(mode="json")
+    data.pop("user_id", None)
+    if result is not None:
+        data["result"] = result
+    return data
+
+
+async def _sse(turn: TurnStream, ping_seconds: float) -> AsyncIterator[bytes]:
+    """The turn's events as SSE, with a comment line after each ``ping_seconds`` of silence."""
+    async for event in turn.events(ping_seconds):
+        yield b": ping\n\n" if event is None else encode_sse(*event)

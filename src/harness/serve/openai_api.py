@@ -1,0 +1,210 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models``: a harness agent behind the OpenAI API.
+
+Any OpenAI client can talk to the agent. What differs from a plain model, and why:
+
+- ``model`` names the agent (``GET /v1/models`` lists it): the agent chooses its model.
+- The conversation is the harness's session, named by the ``X-Harness-Session`` header or
+  ``metadata.session_id`` (``default`` without either). Most clients resend the whole history
+  with every request; the session already has it, so only the *new turn* is taken: the user
+  messages after the last assistant message of the request. Earlier messages are never added
+  again, and a client cannot rewrite what the session holds by sending another history.
+- System and developer messages of the request are ignored: the agent's instructions are the
+  operator's (its prompt, AGENTS.md), not the caller's.
+- Tools run inside the harness; the client sees the answer. Streamed, it sees the text as it
+  comes (the text of every step, the final answer last).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import RequestRefused
+from harness.serve.events import encode_sse
+from harness.serve.http import read_body
+from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
+
+__all__ = ["SESSION_HEADER", "openai_router"]
+
+SESSION_HEADER = "X-Harness-Session"
+
+
+class _ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # clients send temperature, n, ...: ignored
+    model: str
+    messages: list[_ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: _StreamOptions | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def new_turn(messages: list[_ChatMessage]) -> str:
+    """The text of the request's new turn: its user messages after the last assistant one."""
+    last_assistant = max(
+        (i for i, message in enumerate(messages) if message.role == "assistant"), default=-1
+    )
+    parts: list[str] = []
+    for message in messages[last_assistant + 1 :]:
+        if message.role != "user":
+            continue
+        content = message.content
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        for part in content or []:
+            if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise RequestRefused(
+                    400, "unsupported_content", "only text content parts are supported"
+                )
+            parts.append(part["text"])
+    text = "\n\n".join(part for part in parts if part.strip())
+    if not text:
+        raise RequestRefused(
+            400,
+            "no_new_turn",
+            "the request has no new user message after its last assistant message",
+        )
+    return text
+
+
+def openai_router(state: ServeState) -> APIRouter:
+    router = APIRouter()
+    name = state.turns.agent.name
+
+    @router.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        state.authenticate(request)
+        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "harness"}]}
+
+    @router.post("/v1/chat/completions", response_model=None)
+    async def completions(request: Request) -> Response:
+        user = state.authenticate(request)
+        body = await read_body(request, ChatRequest, state.config)
+        if body.model != name:
+            raise RequestRefused(
+                404, "model_not_found", f"no agent {body.model!r} here; this server serves {name!r}"
+            )
+        session = request.headers.get(SESSION_HEADER) or str(
+            (body.metadata or {}).get("session_id") or "default"
+        )
+        ctx = state.context(user, session)
+        text = state.checked_input(new_turn(body.messages))
+        turn = await stream_turn(state.turns, ctx, text)
+        usage = body.stream_options is not None and body.stream_options.include_usage
+        completion = _Completion(name, include_usage=usage)
+        headers = {SESSION_HEADER: session}
+        if body.stream:
+            return StreamingResponse(
+                completion.chunks(turn),
+                media_type="text/event-stream",
+                headers=headers,
+                background=turn.closing(),
+            )
+        return await completion.whole(turn, request, headers)
+
+    return router
+
+
+class _Completion:
+    """The OpenAI shape of one turn, whole or as chunks."""
+
+    def __init__(self, model: str, *, include_usage: bool) -> None:
+        self.model = model
+        self.include_usage = include_usage
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    def _count(self, data: dict[str, Any]) -> None:
+        prompt, completion = data.get("input_tokens") or 0, data.get("output_tokens") or 0
+        self.usage["prompt_tokens"] += prompt
+        self.usage["completion_tokens"] += completion
+        self.usage["total_tokens"] += prompt + completion
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    async def chunks(self, turn: TurnStream) -> AsyncIterator[bytes]:
+        yield encode_sse(None, self._chunk({"role": "assistant", "content": ""}))
+        async for event in turn.events():
+            assert event is not None  # no pings asked for
+            name, data = event
+            if name == "text.delta":
+                yield encode_sse(None, self._chunk({"content": data["text"]}))
+            elif name == "step.completed":
+                self._count(dict(data))
+            elif name == "error":
+                yield encode_sse(None, {"error": {**data, "type": "server_error"}})
+                return
+            elif name == "turn.completed":
+                yield encode_sse(None, self._chunk({}, "stop"))
+                break  # the memory flush that follows is not the client's to wait for
+        if self.include_usage:
+            yield encode_sse(None, {**self._chunk({}), "choices": [], "usage": self.usage})
+        yield encode_sse(None, "[DONE]")
+
+    async def whole(
+        self, turn: TurnStream, request: Request, headers: dict[str, str]
+    ) -> JSONResponse:
+        reply: dict[str, Any] | None = None
+        error: dict[str, Any] | None = None
+
+        async def consume() -> None:
+            nonlocal reply, error
+            async for event in turn.events():
+                assert event is not None
+                name, data = event
+                if name == "step.completed":
+                    self._count(dict(data))
+                elif name == "turn.completed":
+                    reply = data["message"]
+                    break
+                elif name == "error":
+                    error = dict(data)
+
+        try:
+            await until_disconnected(request, consume)
+        finally:
+            await turn.aclose()
+        if error is not None or reply is None:
+            failure = error or {"code": "no_reply", "message": "the turn ended without a reply"}
+            status = 504 if failure["code"] == "turn_timeout" else 502
+            raise RequestRefused(status, str(failure["code"]), str(failure["message"]))
+        body = {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply["text"]},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": self.usage,
+        }
+        return JSONResponse(body, headers=headers)

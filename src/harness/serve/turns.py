@@ -1,0 +1,143 @@
+"""Running one served turn: one at a time per session, bounded in time, stopped by a disconnect.
+
+Every endpoint that runs the agent goes through :meth:`Turns.run`, which yields the turn's
+events (:mod:`harness.serve.events`). Before the first event it takes the session's *turn
+gate*: a lease on the session (:mod:`harness.session.lease`, so it holds across workers on
+one store or one disk) that a second request waits for up to ``session_wait`` seconds and
+then gets :class:`~harness.errors.SessionBusy` (409). The gate is taken before any response
+is sent, so the 409 is a status code, not an event in a stream that already said 200.
+
+A turn ends in one of four ways, and the session keeps what it accepted in each:
+
+- it finishes: the ``turn.completed`` event carries the reply; the session is free for the
+  next turn at once, and the stream stays open until the turn's memory flush has run in the
+  background (``memory.flushed``; at most ``flush_wait`` seconds);
+- it fails (the model failed, say): an ``error`` event; the user's turn stays in the session;
+- it runs past ``turn_timeout``: it is interrupted, an ``error`` event with ``turn_timeout``;
+- the client goes away: the turn is interrupted as a stopped ``harness run`` is; the session
+  keeps the user's turn and every step completed before the disconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, Final
+
+from harness.agent import HarnessAgent
+from harness.context import RuntimeContext
+from harness.errors import HarnessError
+from harness.observability import read_trace
+from harness.observability.trace_file import now_iso
+from harness.serve.config import ServeConfig
+from harness.serve.events import event_of
+from harness.session.keys import session_key
+from harness.workspace import user_prefix
+
+__all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id"]
+
+TurnEvent = tuple[str, Mapping[str, Any]]
+
+SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""The session ids a client may use: they name a directory and show in URLs as they are."""
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if a client may use it; otherwise ValueError with what to use."""
+    if not SESSION_ID.fullmatch(session_id):
+        msg = (
+            f"session id {session_id[:80]!r} is not allowed: use 1 to 128 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        )
+        raise ValueError(msg)
+    return session_id
+
+
+class Turns:
+    """The served agent's turns."""
+
+    def __init__(self, agent: HarnessAgent, config: ServeConfig) -> None:
+        self.agent = agent
+        self.config = config
+
+    def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
+        return RuntimeContext(user_id=user_id, session_id=check_session_id(session_id))
+
+    def _gate(self, ctx: RuntimeContext) -> contextlib.AbstractAsyncContextManager[None]:
+        # Its own key, beside the one the agent's call holds inside it: the two never meet.
+        key = f"serve/{self.agent.name}/{ctx.user_id or '-'}/{ctx.session_id}"
+        return self.agent.leases.hold(key, wait=self.config.session_wait)
+
+    async def run(self, ctx: RuntimeContext, text: str) -> AsyncGenerator[TurnEvent, None]:
+        """The turn's events, ``turn.started`` first, then the agent's, then how it ended.
+
+        Raises:
+            SessionBusy: Before the first event, when another turn keeps the session.
+        """
+        started = now_iso()
+        completed = False
+        async with self._gate(ctx):
+            yield "turn.started", {"session_id": ctx.session_id}
+            deadline = asyncio.timeout(self.config.turn_timeout)
+            try:
+                async with (
+                    deadline,
+                    contextlib.aclosing(self.agent.stream(text, ctx=ctx)) as items,
+                ):
+                    async for item in items:
+                        event = event_of(item)
+                        completed = event[0] == "turn.completed"
+                        yield event
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # a timeout of something inside the turn, not the turn's own
+                yield (
+                    "error",
+                    {
+                        "code": "turn_timeout",
+                        "message": f"the turn ran longer than {self.config.turn_timeout:g} s and "
+                        "was stopped; the session keeps its completed steps",
+                    },
+                )
+            except HarnessError as exc:
+                yield "error", {"code": error_code(exc), "message": f"{exc}"}
+        if completed:
+            # The session is free again; its memory flush runs on in the background.
+            async for event in self._memory_flushes(ctx, started):
+                yield event
+
+    async def _memory_flushes(self, ctx: RuntimeContext, since: str) -> AsyncIterator[TurnEvent]:
+        """``memory.flushed`` for each flush of the turn's messages, once it has run.
+
+        The flush runs after the turn, queued with the session's background work; this waits
+        for that work (at most ``flush_wait`` seconds) and reports what the trace recorded.
+        """
+        maintenance = self.agent.maintenance
+        job = maintenance.pending(session_key(ctx)) if maintenance is not None else None
+        if job is None or self.config.flush_wait <= 0:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(job), self.config.flush_wait)
+        except TimeoutError:
+            return
+        assert ctx.session_id is not None
+        workspace, prefix = self.agent.workspace, user_prefix(ctx.user_id)
+        _, records = await read_trace(workspace, self.agent.name, ctx.session_id, ctx.user_id)
+        for record in records or []:
+            if record.get("event") == "memory_flush" and str(record.get("ts")) >= since:
+                path = record.get("path")
+                yield (
+                    "memory.flushed",
+                    {
+                        "path": path.removeprefix(prefix) if isinstance(path, str) else None,
+                        "messages": record.get("messages"),
+                        "latency_s": record.get("latency_s"),
+                    },
+                )
+
+
+def error_code(exc: BaseException) -> str:
+    """A stable snake-case code for an error: ``ModelError`` becomes ``model_error``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()

@@ -1,0 +1,230 @@
+"""The OpenAI-compatible endpoint, spoken to by the real ``openai`` SDK over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from _served import Served, served
+
+from harness import HarnessAgent, RuntimeContext
+from harness.models import ScriptedChatModel
+from harness.serve import SESSION_HEADER, ServeConfig
+
+TURNS: list[dict[str, Any]] = [
+    {"match": "weather", "tool_calls": [{"name": "list_files", "input": {"path": "."}}]},
+    {
+        "match": r"\[",
+        "text": "It is sunny in Paris.",
+        "usage": {"input_tokens": 7, "output_tokens": 5},
+    },
+    {
+        "text": "Hello there, friend.",
+        "repeat": True,
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+    },
+]
+
+
+class Model(ScriptedChatModel):
+    """The scripted model, kept by the test to see what the agent sent it."""
+
+
+@pytest.fixture
+def model() -> Model:
+    return Model(TURNS)
+
+
+@pytest.fixture
+def server(workspace: Path, model: Model) -> Iterator[Served]:
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[HarnessAgent]:
+        async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
+            yield agent
+
+    with served(opened, ServeConfig()) as running:
+        yield running
+
+
+def client(server: Served) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+async def saved(workspace: Path, session: str) -> list[tuple[str, str]]:
+    agent = HarnessAgent(model=ScriptedChatModel([]), workspace=workspace, memory=None)
+    async with agent:
+        messages = await agent.sessions.load(RuntimeContext(session_id=session))
+    return [(m.role, m.text) for m in messages if m.text]
+
+
+async def test_a_completion_is_the_agents_reply_and_runs_its_tools(
+    server: Served, workspace: Path, model: Model
+) -> None:
+    async with client(server) as api:
+        completion = await api.chat.completions.create(
+            model="harness",
+            messages=[{"role": "user", "content": "What is the weather?"}],
+            extra_headers={SESSION_HEADER: "s1"},
+        )
+    assert completion.choices[0].message.content == "It is sunny in Paris."
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.model == "harness"
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == 7
+    # The tool ran inside the harness: the second request carried its result.
+    assert "[DIR]" in model.requests[1][-1].tool_results[0].text
+    assert await saved(workspace, "s1") == [
+        ("user", "What is the weather?"),
+        ("assistant", "It is sunny in Paris."),
+    ]
+
+
+async def test_a_streamed_completion_sends_the_text_as_it_comes(server: Served) -> None:
+    async with client(server) as api:
+        stream = await api.chat.completions.create(
+            model="harness",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            metadata={"session_id": "streamed"},
+        )
+        chunks = [chunk async for chunk in stream]
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert len(pieces) > 1
+    assert "".join(pieces) == "Hello there, friend."
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 4
+
+
+async def test_a_client_resending_the_whole_history_adds_only_its_new_turn(
+    server: Served, workspace: Path, model: Model
+) -> None:
+    history: list[dict[str, str]] = [{"role": "system", "content": "You are a pirate."}]
+    async with client(server) as api:
+        for question in ("first question", "second question", "third question"):
+            history.append({"role": "user", "content": question})
+            completion = await api.chat.completions.create(
+                model="harness",
+                messages=history,  # type: ignore[arg-type]
+                extra_headers={SESSION_HEADER: "resent"},
+            )
+            history.append(
+                {"role": "assistant", "content": completion.choices[0].message.content or ""}
+            )
+    assert await saved(workspace, "resent") == [
+        ("user", "first question"),
+        ("assistant", "Hello there, friend."),
+        ("user", "second question"),
+        ("assistant", "Hello there, friend."),
+        ("user", "third question"),
+        ("assistant", "Hello there, friend."),
+    ]
+    # The session, not the client's copy, is what the model was given; the client's system
+    # message is not the operator's and went nowhere.
+    last = model.requests[-1]
+    assert [m.text for m in last if m.role == "user"][-3:] == [
+        "first question",
+        "second question",
+        "third question",
+    ]
+    assert all("pirate" not in m.text for m in last)
+
+
+async def test_a_session_continues_across_requests_without_the_history(
+    server: Served, model: Model
+) -> None:
+    async with client(server) as api:
+        for text in ("one", "two"):
+            await api.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={SESSION_HEADER: "kept"},
+            )
+    assert [m.text for m in model.requests[-1] if m.role == "user"][-2:] == ["one", "two"]
+
+
+async def test_requests_without_a_session_continue_the_default_one(
+    server: Served, workspace: Path
+) -> None:
+    async with client(server) as api:
+        for text in ("a", "b"):
+            await api.chat.completions.create(
+                model="harness", messages=[{"role": "user", "content": text}]
+            )
+    assert [text for role, text in await saved(workspace, "default") if role == "user"] == [
+        "a",
+        "b",
+    ]
+
+
+async def test_what_the_endpoint_refuses(server: Served) -> None:
+    async with client(server) as api:
+        with pytest.raises(openai.NotFoundError, match="this server serves 'harness'"):
+            await api.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(openai.BadRequestError, match="no new user message"):
+            await api.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}],
+            )
+        with pytest.raises(openai.BadRequestError, match="session id"):
+            await api.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers={SESSION_HEADER: "../../etc"},
+            )
+        with pytest.raises(openai.BadRequestError, match="only text content"):
+            await api.chat.completions.create(
+                model="harness",
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}],
+                    }
+                ],
+            )
+        listed = await api.models.list()
+    assert [m.id for m in listed.data] == ["harness"]
+
+
+async def test_a_failed_turn_is_an_error_for_the_client_and_keeps_the_question(
+    workspace: Path,
+) -> None:
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[HarnessAgent]:
+        # A script with no turn left: the model fails at once.
+        async with HarnessAgent(
+            model=ScriptedChatModel([]), workspace=workspace, memory=None
+        ) as agent:
+            yield agent
+
+    with served(opened) as server:
+        async with client(server) as api:
+            with pytest.raises(openai.APIStatusError, match="no turn left") as refused:
+                await api.chat.completions.create(
+                    model="harness",
+                    messages=[{"role": "user", "content": "plain question"}],
+                    extra_headers={SESSION_HEADER: "failing"},
+                )
+            assert refused.value.status_code == 502
+            stream = await api.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": "streamed question"}],
+                extra_headers={SESSION_HEADER: "failing"},
+                stream=True,
+            )
+            with pytest.raises(openai.APIError, match="no turn left"):
+                async for _ in stream:
+                    pass
+    assert await saved(workspace, "failing") == [
+        ("user", "plain question"),
+        ("user", "streamed question"),
+    ]
