@@ -195,3 +195,19 @@ async def test_the_turns_memory_flush_is_its_last_event(workspace: Path) -> None
     assert "green tea" in log
     # Each turn reports its own flush, not the earlier ones.
     assert [name for name, _ in again].count("memory.flushed") == 1
+
+
+async def test_reading_a_history_while_a_line_is_being_appended_changes_nothing(
+    server: Served, workspace: Path
+) -> None:
+    async with http(server) as api:
+        await events(api, "s5", "hello")
+        session = workspace / "agents" / "harness" / "context" / "s5"
+        saved = session / "messages.jsonl"
+        with saved.open("a") as file:
+            file.write('{"type": "message", "role": "assistant", "con')  # a write under way
+        before = saved.read_bytes()
+        history = (await api.get("/v1/sessions/s5")).json()
+    assert [m["text"] for m in history["messages"]] == ["hello", "Fine."]
+    assert saved.read_bytes() == before
+    assert not (session / "quarantine.jsonl").exists()

@@ -57,7 +57,7 @@ def native_router(state: ServeState) -> APIRouter:
     @router.get("/sessions/{session_id}")
     async def history(session_id: str, request: Request) -> dict[str, Any]:
         ctx = _ctx(request, session_id)
-        messages = await agent.sessions.load(ctx)
+        messages = await agent.sessions.read(ctx)  # a turn may be appending to it
         if not messages:
             raise _not_found("session", session_id)
         shown = messages[-state.config.max_history :]

@@ -113,6 +113,20 @@ class SessionStore:
             self._known.pop(path, None)
         return repaired
 
+    async def read(self, ctx: RuntimeContext) -> list[Msg]:
+        """The saved messages as they are now, changing nothing: for readers without the lease.
+
+        :meth:`load` is for the call that holds the session: it quarantines lines it cannot
+        parse and answers lost tool calls. A reader beside a running call (a served history,
+        say) may meet the line that call is appending right now, so it only skips what does not
+        parse, and leaves the file and this store's cache as they were.
+        """
+        found = await self.workspace.get_bytes(self.path(ctx))
+        data = found[0] if found is not None else b""
+        if len(data) > _PARSE_IN_THREAD:
+            return (await asyncio.to_thread(_parse, data))[0]
+        return _parse(data)[0]
+
     async def save(
         self, ctx: RuntimeContext, messages: Sequence[Msg], *, exclusive: bool = False
     ) -> None:
