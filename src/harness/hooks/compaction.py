@@ -193,6 +193,8 @@ class CompactionHook(Hook):
         await self._announce(ctx, agent, memory, new_call_id(), result)
 
     async def _post_compact(self, event: PreReasoning, result: CompactionResult) -> None:
+        if result.summary is not None:  # reported to this call's stream, if it has one
+            report("compaction", removed=result.removed, tokens_after=result.tokens_after)
         await self._announce(event.ctx, event.agent, event.memory, event.call_id, result)
 
     async def _announce(
@@ -203,10 +205,7 @@ class CompactionHook(Hook):
         call_id: str,
         result: CompactionResult,
     ) -> None:
-        if result.summary is None:
-            return
-        report("compaction", removed=result.removed, tokens_after=result.tokens_after)
-        if self.emit is None:
+        if self.emit is None or result.summary is None:
             return
         await self.emit(
             PostCompact(
