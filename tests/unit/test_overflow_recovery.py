@@ -13,11 +13,13 @@ from harness.compaction import CompactionConfig
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
+    StreamItem,
     TextBlock,
     ToolResultBlock,
     ToolSchema,
     ToolUseBlock,
 )
+from harness.kernel.streaming import STREAM
 from harness.memory.render import SUMMARY_NAME
 
 LIMIT = 3_000
@@ -108,3 +110,26 @@ async def test_a_huge_single_tool_result_is_shrunk_when_there_is_nothing_to_summ
     saved = await agent.sessions.load(ctx)
     results = [r for m in saved for r in m.tool_results]
     assert all(len(r.text) < 5_000 for r in results)
+
+
+async def test_a_recovery_reports_nothing_to_a_stream_the_call_is_not_part_of(
+    workspace: Path,
+) -> None:
+    """A subagent's call runs in its streamed parent's tool: its recovery is not the parent's."""
+    agent = HarnessAgent(
+        model=SmallWindow(),
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        compaction=CompactionConfig(trigger_messages=0, trigger_tokens=0, keep_messages=4),
+    )
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, history(30))
+    parents_stream: list[StreamItem] = []
+    token = STREAM.set(parents_stream.append)
+    try:
+        reply = await agent.call("and now?", ctx=ctx)
+    finally:
+        STREAM.reset(token)
+    assert reply.text == "it fits now"
+    assert parents_stream == []
