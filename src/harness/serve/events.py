@@ -23,6 +23,7 @@ from harness.kernel import (
     TextDelta,
     ThinkingDelta,
     ToolFinished,
+    ToolResultBlock,
     ToolStarted,
 )
 
@@ -58,17 +59,19 @@ def message_json(message: Msg) -> dict[str, Any]:
             {"id": use.id, "name": use.name, "input": use.input} for use in message.tool_uses
         ]
     if message.tool_results:
-        shown["tool_results"] = [
-            {
-                "id": result.id,
-                "name": result.name,
-                "is_error": result.is_error,
-                "output": result.text[:MAX_TOOL_OUTPUT_CHARS],
-                "chars": len(result.text),
-            }
-            for result in message.tool_results
-        ]
+        shown["tool_results"] = [_result_json(result) for result in message.tool_results]
     return shown
+
+
+def _result_json(result: ToolResultBlock) -> dict[str, Any]:
+    """A tool's result, its head only: ``chars`` says how long it was."""
+    return {
+        "id": result.id,
+        "name": result.name,
+        "is_error": result.is_error,
+        "output": result.text[:MAX_TOOL_OUTPUT_CHARS],
+        "chars": len(result.text),
+    }
 
 
 def event_of(item: StreamItem) -> tuple[str, Mapping[str, Any]]:
@@ -84,14 +87,7 @@ def event_of(item: StreamItem) -> tuple[str, Mapping[str, Any]]:
             "input": item.call.input,
         }
     if isinstance(item, ToolFinished):
-        result = item.result
-        return "tool.finished", {
-            "id": result.id,
-            "name": result.name,
-            "is_error": result.is_error,
-            "output": result.text[:MAX_TOOL_OUTPUT_CHARS],
-            "chars": len(result.text),
-        }
+        return "tool.finished", _result_json(item.result)
     if isinstance(item, Progress):
         name = _PROGRESS_NAMES.get(item.kind)
         if name is None:  # a user hook's own report
