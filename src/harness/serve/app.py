@@ -38,6 +38,8 @@ _PAGE = "index.html"
 
 def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_SERVE) -> FastAPI:
     """The served agent as an ASGI application (run it with uvicorn, or ``harness serve``)."""
+    # Read once, here, so no request reads a file on the event loop.
+    html = resources.files("harness.serve").joinpath("static", _PAGE).read_text("utf-8")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -92,7 +94,6 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> Response:
-        html = resources.files("harness.serve").joinpath("static", _PAGE).read_text("utf-8")
         return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     app.add_middleware(HeaderLimit, max_bytes=config.max_header_bytes)
