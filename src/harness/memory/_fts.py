@@ -221,14 +221,17 @@ def _append(
         pieces.append((number, piece, grams, context, speaker, section))
 
 
-_ASCII_WORD: Final = re.compile(r"[a-z0-9]+")  # what _LABEL_WORD finds in lowercase ASCII
+_ASCII_SPACES: Final = bytes(
+    byte if 0x30 <= byte <= 0x39 or 0x61 <= byte <= 0x7A else 0x20 for byte in range(256)
+)  # lowercase ASCII with every byte but a-z and 0-9 made a space: what _LABEL_WORD splits at
 
 
 def _near_words(content: str) -> frozenset[str]:
     """The words of a line a query can look for (no stop words: a query never does)."""
     text = content[:NEAR_CHARS]
-    if text.isascii():
-        return frozenset(_ASCII_WORD.findall(text.lower())) - STOP_WORDS
+    if text.isascii():  # the common case; a byte translation is several times a regex's speed
+        words = text.lower().encode("ascii").translate(_ASCII_SPACES).decode("ascii").split()
+        return frozenset(words) - STOP_WORDS
     return frozenset(_LABEL_WORD.findall(text.casefold())) - STOP_WORDS
 
 
@@ -377,11 +380,16 @@ def write_rows(
     files: Sequence[Pending],
     owners: Sequence[str],
     vectors: Sequence[bytes] | None,
+    *,
+    on_bound: Callable[[], None] | None = None,
 ) -> int:
     """Replace the rows of ``files`` (inside the caller's transaction); returns rows written.
 
     FTS5 flushes a segment at every statement that writes it (statement savepoints), so the
     whole batch is one delete and one ``INSERT ... SELECT``, never a statement per row or file.
+    ``on_bound`` is called once every Python value is handed to SQLite: what remains (the
+    tokenizing, most of the cost) is a few statements that run without the GIL, so a caller
+    may go on building the next batch in another thread meanwhile.
     """
     delete_rows(conn, [path for path, *_ in files])
     (first,) = conn.execute(
@@ -395,17 +403,15 @@ def write_rows(
         registry.append((path, owner, size, mtime, sha, start, len(rows), capacity, chars))
         lines += [(start + i, path, owner, *row) for i, row in enumerate(rows)]
         start += capacity
-    _insert(conn, lines)
-    if vectors is not None:
-        ids = [line[0] for line in lines]
-        conn.executemany(
-            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)", zip(ids, vectors, strict=True)
-        )
+    _insert_lines(conn, lines, vectors)
     conn.executemany(
         "INSERT OR REPLACE INTO memory_files (path, owner, size, mtime_ns, sha256, first_id, "
         "rows, capacity, chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         registry,
     )
+    if on_bound is not None:
+        on_bound()
+    _index_lines(conn, lines)
     _count_labels(conn, [path for path, *_ in files])
     return len(lines)
 
@@ -465,12 +471,8 @@ def write_tail(
     (count,) = conn.execute("SELECT rows FROM memory_files WHERE path = ?", (path,)).fetchone()
     _delete_lines(conn, "id >= ? AND id < ?", (first + kept, first + count), count - kept)
     lines = [(first + kept + i, path, owner, *row) for i, row in enumerate(rows)]
-    _insert(conn, lines)
-    if vectors is not None:
-        ids = [line[0] for line in lines]
-        conn.executemany(
-            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)", zip(ids, vectors, strict=True)
-        )
+    _insert_lines(conn, lines, vectors)
+    _index_lines(conn, lines)
     conn.execute(
         "UPDATE memory_files SET rows = ?, sha256 = ?, chars = ?, size = ?, mtime_ns = ? "
         "WHERE path = ?",
@@ -503,15 +505,28 @@ def bulk_load(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute(_CONFIG_SQL, (key, value))
 
 
-def _insert(conn: sqlite3.Connection, lines: Sequence[tuple[object, ...]]) -> None:
-    """Insert lines and their FTS entries: one statement each (FTS5 flushes per statement)."""
-    if not lines:
-        return
+def _insert_lines(
+    conn: sqlite3.Connection,
+    lines: Sequence[tuple[object, ...]],
+    vectors: Sequence[bytes] | None,
+) -> None:
+    """Insert lines (and their vectors) into their tables; the FTS entries come next."""
     conn.executemany(
         "INSERT INTO memory_lines (id, path, owner, line_number, content, cjk, context, near, "
         "speaker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         lines,
     )
+    if vectors is not None:
+        conn.executemany(
+            "INSERT INTO memory_vectors (id, vector) VALUES (?, ?)",
+            zip((line[0] for line in lines), vectors, strict=True),
+        )
+
+
+def _index_lines(conn: sqlite3.Connection, lines: Sequence[tuple[object, ...]]) -> None:
+    """Add the FTS entries of inserted lines: one statement (FTS5 flushes per statement)."""
+    if not lines:
+        return
     conn.execute(  # the ids are new, in a range that holds nothing else
         f"INSERT INTO {FTS_TABLE} (rowid, {COLUMNS}) "
         f"SELECT id, {COLUMNS} FROM memory_lines WHERE id >= ? AND id <= ?",

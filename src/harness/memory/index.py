@@ -55,6 +55,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 from harness.errors import StorageError
 from harness.filesystem._beneath import read_beneath
+from harness.memory._batches import BatchWriter
 from harness.memory._files import digest, owner_of, scan
 from harness.memory._fts import (
     FTS_TABLE,
@@ -93,6 +94,7 @@ SNIPPET_CHARS: Final = 300
 """The characters of snippet text a search returns per hit asked for, by default."""
 
 _BATCH_ROWS: Final = 50_000  # rows per write transaction of a full index
+_Batch = tuple[Sequence[Pending], Sequence[bytes] | None]  # files to write and their vectors
 _CANDIDATES: Final = 50  # per ranking, before fusion
 _BUSY_TIMEOUT_MS: Final = 10_000
 _OPEN_ATTEMPTS: Final = 10
@@ -433,34 +435,40 @@ class MemoryIndex:
         touched: list[tuple[int, int, str]] = []
         indexed = unchanged = rows = pending_rows = 0
         loading = False  # set once a batch is full: see bulk_load
-        for done, path in enumerate(sorted(found), start=1):
-            size, mtime = found[path]
-            old = known.get(path)
-            if old is not None and old[0] == size and old[1] == mtime:
-                unchanged += 1
-            else:
-                text = read(path)
-                sha = digest(text)
-                if old is not None and old[2] == sha:
-                    touched.append((size, mtime, path))
+        with BatchWriter[_Batch](self._load) as writer:
+            for done, path in enumerate(sorted(found), start=1):
+                size, mtime = found[path]
+                old = known.get(path)
+                if old is not None and old[0] == size and old[1] == mtime:
                     unchanged += 1
-                elif (
-                    old is not None
-                    and (grown := self._grown(path, text, sha, size, mtime)) is not None
-                ):
-                    rows += grown
-                    indexed += 1
                 else:
-                    pending.append((path, rows_for(path, text), sha, len(text), size, mtime))
-                    pending_rows += len(pending[-1][1])
-                    indexed += 1
-                    if pending_rows >= _BATCH_ROWS:
-                        loading = True
-                        rows += self._write(pending, loading=True)
-                        pending, pending_rows = [], 0
-            if progress is not None:
-                progress(done, len(found))
-        rows += self._write(pending, loading=loading)
+                    text = read(path)
+                    sha = digest(text)
+                    if old is not None and old[2] == sha:
+                        touched.append((size, mtime, path))
+                        unchanged += 1
+                    elif (
+                        old is not None
+                        and (grown := self._grown(path, text, sha, size, mtime)) is not None
+                    ):
+                        rows += grown
+                        indexed += 1
+                    else:
+                        pending.append((path, rows_for(path, text), sha, len(text), size, mtime))
+                        pending_rows += len(pending[-1][1])
+                        indexed += 1
+                        if pending_rows >= _BATCH_ROWS:  # written while the next is built
+                            loading = True
+                            writer.submit((pending, self._vectors_of(pending)))
+                            pending, pending_rows = [], 0
+                if progress is not None:
+                    progress(done, len(found))
+            if loading:
+                writer.submit((pending, self._vectors_of(pending)))
+                writer.wait()
+            rows += writer.rows
+        if not loading:
+            rows += self._write(pending)
         gone = [p for p in known if p not in found and not still_there(p)]
         with self.atomic() as conn:
             conn.executemany(
@@ -513,18 +521,41 @@ class MemoryIndex:
                 return None
             return write_tail(conn, path, owner, tail, (sha, len(text), size, mtime), vectors)
 
-    def _write(self, files: Sequence[Pending], *, loading: bool = False) -> int:
-        """Replace the rows of several files in one transaction; returns the rows written.
+    def _write(self, files: Sequence[Pending]) -> int:
+        """Replace the rows of several files in one transaction; returns the rows written."""
+        return self._write_batch((files, self._vectors_of(files)))
+
+    def _vectors_of(self, files: Sequence[Pending]) -> list[bytes] | None:
+        """The vectors of the rows of ``files``, None without an embedder.
+
+        Called before the write transaction (the embedder may be slow), and only by the thread
+        that indexes: the embedder is never called from two threads at once.
+        """
+        if self.embedder is None or not files:
+            return None
+        return embed_texts(self.embedder, [r[1] for _, rows, *_ in files for r in rows])
+
+    def _write_batch(
+        self,
+        batch: _Batch,
+        on_bound: Callable[[], None] | None = None,
+        *,
+        loading: bool = False,
+    ) -> int:
+        """Write a batch in one transaction; see ``write_rows`` for ``on_bound``.
 
         ``loading``: part of a load of many batches, merged once at its end (``bulk_load``).
         """
+        files, vectors = batch
         if not files:
             return 0
-        vectors = None
-        if self.embedder is not None:  # before the transaction: the embedder may be slow
-            vectors = embed_texts(self.embedder, [r[1] for _, rows, *_ in files for r in rows])
+        owners = [owner_of(f[0]) for f in files]
         with self.atomic() as conn, bulk_load(conn) if loading else contextlib.nullcontext():
-            return write_rows(conn, files, [owner_of(f[0]) for f in files], vectors)
+            return write_rows(conn, files, owners, vectors, on_bound=on_bound)
+
+    def _load(self, batch: _Batch, on_bound: Callable[[], None]) -> int:
+        """Write one batch of a load of many (on the ``BatchWriter``'s thread)."""
+        return self._write_batch(batch, on_bound, loading=True)
 
     def _backfill_vectors(self) -> int:
         """Embed rows without a vector (written without an embedder, or by another one)."""

@@ -331,60 +331,6 @@ def test_index_all_skips_unchanged_files_and_reindexes_changed_ones(
     assert index.index_all_from_workspace(workspace).indexed == 0
 
 
-def _merge_setting(index: MemoryIndex) -> dict[str, int]:
-    rows = index._connection().execute("SELECT k, v FROM memory_lines_fts_config").fetchall()
-    return {k: v for k, v in rows if k in ("automerge", "crisismerge", "hashsize")}
-
-
-def test_a_load_of_many_batches_is_whole_and_leaves_the_usual_merge_setting(
-    index: MemoryIndex, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("harness.memory.index._BATCH_ROWS", 20)
-    for day in range(1, 11):
-        lines = "".join(f"- note {day} {n} about topic{day * 100 + n}\n" for n in range(8))
-        _write(workspace, f"memory/2026-03-{day:02d}.md", lines)
-    stats = index.index_all_from_workspace(workspace)
-    assert stats.rows == 80
-    conn = index._connection()
-    conn.execute(
-        "INSERT INTO memory_lines_fts (memory_lines_fts, rank) VALUES ('integrity-check', 1)"
-    )
-    assert _merge_setting(index) == {"hashsize": 1 << 20, "automerge": 4, "crisismerge": 16}
-    for word in ("topic105", "topic507", "topic1003"):
-        assert [h.content for h in index.search(word, snippets=False)] == [
-            f"- note {int(word[5:]) // 100} {int(word[5:]) % 100} about {word}"
-        ]
-
-
-def test_a_batch_that_fails_mid_load_leaves_the_batches_before_it_and_the_usual_setting(
-    index: MemoryIndex, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import harness.memory.index as module
-    from harness.memory._fts import write_rows as real
-
-    monkeypatch.setattr(module, "_BATCH_ROWS", 20)
-    for day in range(1, 6):
-        lines = "".join(f"- fact {day} {n} about topic{day * 100 + n}\n" for n in range(8))
-        _write(workspace, f"memory/2026-03-{day:02d}.md", lines)
-    calls = 0
-
-    def failing(*args: object, **kwargs: object) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise sqlite3.OperationalError("disk I/O error")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(module, "write_rows", failing)
-    with pytest.raises(sqlite3.OperationalError):
-        index.index_all_from_workspace(workspace)
-    assert _merge_setting(index) == {"hashsize": 1 << 20, "automerge": 4, "crisismerge": 16}
-    assert len(index.search("topic101", snippets=False)) == 1  # the first batch stands
-    assert index.search("topic501", snippets=False) == []
-    monkeypatch.setattr(module, "write_rows", real)
-    assert index.index_all_from_workspace(workspace).rows == 40 - 24  # the files not yet indexed
-
-
 def test_a_touched_file_with_the_same_content_is_not_reindexed(
     index: MemoryIndex, workspace: Path
 ) -> None:
