@@ -45,10 +45,8 @@ from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
     ChatModel,
-    Event,
     Hook,
     Msg,
-    PostCompact,
     ReActAgent,
     StreamItem,
     Tool,
@@ -202,119 +200,55 @@ class HarnessAgent:
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
         toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
         user_tools, user_hooks = tuple(toolkit.tools), tuple(hooks)
-
-        # The order of registration breaks ties between equal priorities; each hook's own
-        # module says why its priority is what it is.
-        chain: list[Hook] = []
-        if trace:
-            # 0: sees every event before anyone changes it
-            chain.append(AgentTraceHook(self.workspace, agent_name=name, otel=otel))
-        # 1: the MCP servers' tools are in the toolkit before any other hook looks at it
-        self.mcp = MCPHook(mcp_servers, config_file=mcp_config, workspace=self.workspace)
-        chain.append(self.mcp)
-        self.maintenance: MemoryMaintenance | None = None
         self.compactions = CompactionLog(self.workspace, name)
-        transcript = TranscriptWriter(self.workspace, name)
-        flush: MemoryFlushManager | None = None
+        self.mcp = MCPHook(mcp_servers, config_file=mcp_config, workspace=self.workspace)
         memory_llm = self._model(memory_model) if memory_model is not None else self.model
-        if memory is not None:
-            self.maintenance = MemoryMaintenance.for_workspace(
-                self.workspace,
-                gate=StoreGate(store) if store is not None else PROCESS_GATE,
-                config=memory,
-                model=memory_llm,
-                cleanup=evictions_cleanup(
-                    self.workspace, tool_result_eviction or DEFAULT_TOOL_RESULT_EVICTION
-                ),
-            )
-            flush = MemoryFlushManager(self.workspace, memory_llm, agent=name)
-            # 5: the call's flush and transcript are queued first; 6: then its consolidation
-            # request, behind them in the same session's queue
-            chain.append(
-                MemoryFlushHook(
-                    flush=flush if memory.flush else None,
-                    transcript=transcript if memory.offload else None,
-                    maintenance=self.maintenance,
-                    on_flush=self._trace_flush if trace else None,
-                )
-            )
-            if memory.auto_consolidate:
-                chain.append(
-                    MemoryMaintenanceHook(
-                        self.maintenance,
-                        on_consolidated=self._trace_consolidation if trace else None,
-                    )
-                )
-            if memory.tools:
-                for tool in [
-                    *MemoryTools(self.workspace, self.maintenance).tools(),
-                    *SessionTools(self.workspace, name).tools(),
-                ]:
-                    toolkit.register(tool)
+        summarizer = self._model(compaction_model) if compaction_model else self.model
+        transcript = TranscriptWriter(self.workspace, name)
+        flush = (
+            MemoryFlushManager(self.workspace, memory_llm, agent=name)
+            if memory is not None
+            else None
+        )
+        settings = ChildSettings(
+            model=self.model,
+            workspace=self.workspace,
+            tools=user_tools,
+            hooks=user_hooks,
+            max_iters=max_iters,
+            memory=memory,
+            memory_model=memory_llm,
+            compaction=compaction,
+            compaction_model=summarizer,
+            tool_result_eviction=tool_result_eviction,
+            workspace_context=workspace_context,
+            trace=trace,
+            make_agent=HarnessAgent,
+        )
+        # What the capabilities below set when they are on.
+        self.maintenance: MemoryMaintenance | None = None
         self.compaction = compaction
         self.compactor: ConversationCompactor | None = None
         self._compaction: CompactionHook | None = None  # also recovers from an overflow
-        summarizer = self._model(compaction_model) if compaction_model else self.model
-        if compaction is not None:
-            self.compactor = ConversationCompactor(
-                summarizer,
-                flush=flush if compaction.flush_before else None,
-                transcript=transcript if compaction.offload_before else None,
-            )
-            # 10: compacts before any hook shapes the request, so none of that is summarized
-            self._compaction = CompactionHook(self.compactor, compaction, emit=self._emit)
-            chain.append(self._compaction)
-        if tool_result_eviction is not None:
-            # 50: only the trace hook (0) ever sees a result before it is evicted
-            chain.append(
-                ToolResultEvictionHook(self.workspace, agent_name=name, config=tool_result_eviction)
-            )
-        backend = self.workspace.backend
-        file_tools = FilesystemTools(backend)
-        if filesystem_tools:
-            for tool in file_tools.tools():
-                if tool.__name__ not in toolkit:
-                    toolkit.register(tool)
-        elif tool_result_eviction is not None and "read_file" not in toolkit:
-            toolkit.register(file_tools.read_file)  # the placeholder says to read it back
-        if isinstance(backend, ManagedFilesystem):
-            chain.append(SandboxLifecycleHook(backend))  # 50: the sandbox started per call
         self.tasks: TaskRepository | None = None
-        # The hook holds the subagent tools (``spawning``, ``task_tools``), for direct use.
-        self.subagents: SubagentsHook | None = None
-        if subagents is not None:
-            settings = ChildSettings(
-                model=self.model,
-                workspace=self.workspace,
-                tools=user_tools,
-                hooks=user_hooks,
-                max_iters=max_iters,
-                memory=memory,
-                memory_model=memory_llm,
-                compaction=compaction,
-                compaction_model=summarizer,
-                tool_result_eviction=tool_result_eviction,
-                workspace_context=workspace_context,
-                trace=trace,
-                make_agent=HarnessAgent,
-            )
-            # 80: sees the conversation as compaction and eviction left it
-            chain.append(self._delegation(subagents, settings, trace=trace))
-        if skills:
-            # 85: lists the workspace's skills after the subagents section
-            chain.append(SkillsHook(self.workspace))
-        chain.extend(user_hooks)  # user hooks, 100 by default
-        if workspace_context is not None:
-            # 900: appended last, after every other hook has shaped the request
-            chain.append(
-                WorkspaceContextHook(
-                    self.workspace,
-                    agent_name=name,
-                    config=workspace_context,
-                    auto_memory=memory is not None and memory.flush,
-                )
-            )
-        chain.append(SessionPersistenceHook(self.sessions))  # 900: snapshots the final state
+        self.subagents: SubagentsHook | None = None  # holds the subagent tools, for direct use
+        # One line per capability. The chain runs hooks by their own priority (each hook's
+        # module says why it is what it is); this order breaks ties and orders the tools.
+        chain: list[Hook] = [
+            *self._tracing(trace, otel=otel),
+            self.mcp,
+            *self._memory(
+                memory, memory_llm, flush, transcript, store, tool_result_eviction, toolkit, trace
+            ),
+            *self._compacting(compaction, summarizer, flush, transcript),
+            *self._file_tools(toolkit, filesystem_tools, tool_result_eviction),
+            *self._sandbox(),
+            *self._delegation(subagents, settings, trace=trace),
+            *self._skills(skills),
+            *user_hooks,
+            *self._workspace_context(workspace_context, memory),
+            SessionPersistenceHook(self.sessions),
+        ]
         # The hooks built here, closed with the agent; the caller's own hooks stay the caller's.
         self._own_hooks = tuple(hook for hook in chain if hook not in user_hooks)
 
@@ -326,7 +260,6 @@ class HarnessAgent:
             hooks=chain,
             max_iters=max_iters,
         )
-        self.mcp.attach(self.delegate.toolkit)
         self._session_locks: weakref.WeakValueDictionary[tuple[str | None, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -402,20 +335,104 @@ class HarnessAgent:
     ) -> None:
         await self.aclose()
 
-    async def _emit(self, event: Event) -> None:
-        """Send a compaction event to the hooks, and keep its record with the session."""
-        await self.delegate.hooks.dispatch(event)
-        if isinstance(event, PostCompact):
-            await self.compactions.append(event.ctx, event.details)
+    # --- capabilities: each builds its hooks (and registers its tools) -----------------------
+
+    def _tracing(self, trace: bool, *, otel: bool) -> list[Hook]:
+        """A trace of every event of every call (and OpenTelemetry spans with ``otel``)."""
+        return [AgentTraceHook(self.workspace, agent_name=self.name, otel=otel)] if trace else []
+
+    def _memory(
+        self,
+        memory: MemoryConfig | None,
+        model: ChatModel,
+        flush: MemoryFlushManager | None,
+        transcript: TranscriptWriter,
+        store: BaseStore | None,
+        eviction: ToolResultEvictionConfig | None,
+        toolkit: Toolkit,
+        trace: bool,
+    ) -> list[Hook]:
+        """Memory: its flush, transcript and consolidation after each call, and its tools."""
+        if memory is None:
+            return []
+        self.maintenance = MemoryMaintenance.for_workspace(
+            self.workspace,
+            gate=StoreGate(store) if store is not None else PROCESS_GATE,
+            config=memory,
+            model=model,
+            cleanup=evictions_cleanup(self.workspace, eviction or DEFAULT_TOOL_RESULT_EVICTION),
+        )
+        hooks: list[Hook] = [
+            MemoryFlushHook(
+                flush=flush if memory.flush else None,
+                transcript=transcript if memory.offload else None,
+                maintenance=self.maintenance,
+                on_flush=self._trace_flush if trace else None,
+            )
+        ]
+        if memory.auto_consolidate:
+            hooks.append(
+                MemoryMaintenanceHook(
+                    self.maintenance,
+                    on_consolidated=self._trace_consolidation if trace else None,
+                )
+            )
+        if memory.tools:
+            for tool in [
+                *MemoryTools(self.workspace, self.maintenance).tools(),
+                *SessionTools(self.workspace, self.name).tools(),
+            ]:
+                toolkit.register(tool)
+        return hooks
+
+    def _compacting(
+        self,
+        compaction: CompactionConfig | None,
+        summarizer: ChatModel,
+        flush: MemoryFlushManager | None,
+        transcript: TranscriptWriter,
+    ) -> list[Hook]:
+        """Compaction before each model call; the same hook recovers from an overflow."""
+        if compaction is None:
+            return []
+        self.compactor = ConversationCompactor(
+            summarizer,
+            flush=flush if compaction.flush_before else None,
+            transcript=transcript if compaction.offload_before else None,
+        )
+        self._compaction = CompactionHook(self.compactor, compaction, log=self.compactions)
+        return [self._compaction]
+
+    def _file_tools(
+        self, toolkit: Toolkit, enabled: bool, eviction: ToolResultEvictionConfig | None
+    ) -> list[Hook]:
+        """The file tools, and big tool results evicted to files that ``read_file`` reads."""
+        file_tools = FilesystemTools(self.workspace.backend)
+        if enabled:
+            for tool in file_tools.tools():
+                if tool.__name__ not in toolkit:
+                    toolkit.register(tool)
+        elif eviction is not None and "read_file" not in toolkit:
+            toolkit.register(file_tools.read_file)  # the placeholder says to read it back
+        if eviction is None:
+            return []
+        return [ToolResultEvictionHook(self.workspace, agent_name=self.name, config=eviction)]
+
+    def _sandbox(self) -> list[Hook]:
+        """A sandboxed workspace started and stopped around each call."""
+        backend = self.workspace.backend
+        return [SandboxLifecycleHook(backend)] if isinstance(backend, ManagedFilesystem) else []
 
     def _delegation(
         self,
-        subagents: SubagentsConfig | Sequence[Declaration],
+        subagents: SubagentsConfig | Sequence[Declaration] | None,
         settings: ChildSettings,
         *,
         trace: bool,
-    ) -> SubagentsHook:
-        """The subagents hook, with its catalog, task repository and tools."""
+    ) -> list[Hook]:
+        """Subagents: their catalog, the task repository, and the tools that spawn them."""
+        if subagents is None:
+            return []
         config = (
             subagents
             if isinstance(subagents, SubagentsConfig)
@@ -447,7 +464,24 @@ class HarnessAgent:
             notice_lines=config.notice_lines,
             shutdown_grace_seconds=config.shutdown_grace_seconds,
         )
-        return self.subagents
+        return [self.subagents]
+
+    def _skills(self, enabled: bool) -> list[Hook]:
+        """The workspace's skills, listed in the system prompt."""
+        return [SkillsHook(self.workspace)] if enabled else []
+
+    def _workspace_context(
+        self, config: WorkspaceContextConfig | None, memory: MemoryConfig | None
+    ) -> list[Hook]:
+        """AGENTS.md, MEMORY.md and the recent daily logs in the system prompt."""
+        if config is None:
+            return []
+        auto_memory = memory is not None and memory.flush
+        return [
+            WorkspaceContextHook(
+                self.workspace, agent_name=self.name, config=config, auto_memory=auto_memory
+            )
+        ]
 
     async def _trace_flush(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:
         await record(

@@ -35,10 +35,8 @@ class ToolNames(Hook):
 def agent_with(
     workspace: Path, model: ScriptedChatModel, mcp: MCPHook, *hooks: Hook
 ) -> HarnessAgent:
-    """The wiring the lead puts in HarnessAgent: the hook, then attach to the agent's toolkit."""
-    agent = HarnessAgent(model=model, workspace=workspace, memory=None, hooks=[mcp, *hooks])
-    mcp.attach(agent.delegate.toolkit)
-    return agent
+    """An agent given the hook: the kernel attaches it to the agent's own toolkit."""
+    return HarnessAgent(model=model, workspace=workspace, memory=None, hooks=[mcp, *hooks])
 
 
 def tool_results(model: ScriptedChatModel) -> list[str]:
@@ -189,5 +187,5 @@ async def test_a_missing_operator_file_is_a_config_error_naming_it(workspace: Pa
 
 
 async def test_a_hook_without_a_toolkit_says_so() -> None:
-    with pytest.raises(RuntimeError, match=r"call hook\.attach\(agent\.toolkit\) first"):
+    with pytest.raises(RuntimeError, match="register it with an agent, or give toolkit="):
         await MCPHook([]).start()

@@ -15,11 +15,10 @@ hint). Files: through the compactor, ``agents/<agent>/sessions/<session>.jsonl``
 transcript the summary points to) and ``memory/YYYY-MM-DD.md`` (the flush), in the user's
 namespace.
 
-Events: the kernel owns the hook chain, so the hook gets an ``emit`` coroutine function from
-whoever builds it (``HarnessAgent`` passes its delegate's ``hooks.dispatch``) and emits
-:class:`PreCompact` once the cut is known, before anything is written, and
-:class:`PostCompact` after memory was replaced, with the compaction record in ``details``.
-Without ``emit`` no events are sent.
+Events: through the agent the hook is attached to (``HookHost.emit``), :class:`PreCompact`
+once the cut is known, before anything is written, and :class:`PostCompact` after memory was
+replaced, with the compaction record in ``details``; that record is then added to the
+session's :class:`~harness.session.CompactionLog` when the hook was given one.
 
 Overflow: when the provider still refuses a request as too long, :meth:`CompactionHook.recover`
 compacts the conversation by force (whatever the triggers say) so that one retry can fit, and
@@ -54,6 +53,7 @@ from harness.errors import ContextOverflowError
 from harness.kernel import (
     Event,
     Hook,
+    HookHost,
     Msg,
     PostCompact,
     PreCompact,
@@ -61,13 +61,11 @@ from harness.kernel import (
     new_call_id,
     report,
 )
+from harness.session import CompactionLog
 
-__all__ = ["CompactionEmit", "CompactionHook", "rebuild_request"]
+__all__ = ["CompactionHook", "rebuild_request"]
 
 logger = logging.getLogger(__name__)
-
-CompactionEmit = Callable[[Event], Awaitable[None]]
-"""Dispatches an event to the agent's hooks (``HookChain.dispatch``)."""
 
 
 def rebuild_request(
@@ -96,7 +94,7 @@ class CompactionHook(Hook):
     Args:
         compactor: Does the work (its model summarizes; it may differ from the agent's).
         config: Triggers, tail and prompt.
-        emit: Sends ``PreCompact``/``PostCompact`` to the agent's hooks (None: no events).
+        log: Where each compaction's record is kept with its session (None: not kept).
     """
 
     priority = 10
@@ -107,11 +105,16 @@ class CompactionHook(Hook):
         compactor: ConversationCompactor,
         config: CompactionConfig,
         *,
-        emit: CompactionEmit | None = None,
+        log: CompactionLog | None = None,
     ) -> None:
         self.compactor = compactor
         self.config = config
-        self.emit = emit
+        self.log = log
+        self._agent: HookHost | None = None
+
+    def attach(self, agent: HookHost) -> None:
+        if self._agent is None:
+            self._agent = agent
 
     async def on_event(self, event: Event) -> None:
         if not isinstance(event, PreReasoning):
@@ -159,8 +162,8 @@ class CompactionHook(Hook):
     def _pre_compact(self, event: PreReasoning) -> Callable[[CompactionPlan], Awaitable[None]]:
         async def announce(plan: CompactionPlan) -> None:
             report("compaction_started", cut=plan.cut, tokens_before=plan.tokens_before)
-            if self.emit is not None:
-                await self.emit(
+            if self._agent is not None:
+                await self._agent.emit(
                     PreCompact(
                         ctx=event.ctx,
                         agent=event.agent,
@@ -205,17 +208,21 @@ class CompactionHook(Hook):
         call_id: str,
         result: CompactionResult,
     ) -> None:
-        if self.emit is None or result.summary is None:
+        if result.summary is None:
             return
-        await self.emit(
-            PostCompact(
-                ctx=ctx,
-                agent=agent,
-                memory=memory,
-                call_id=call_id,
-                removed=result.removed,
-                summary=result.summary,
-                tokens_after=result.tokens_after,
-                details=result.record(),
+        details = result.record()
+        if self._agent is not None:
+            await self._agent.emit(
+                PostCompact(
+                    ctx=ctx,
+                    agent=agent,
+                    memory=memory,
+                    call_id=call_id,
+                    removed=result.removed,
+                    summary=result.summary,
+                    tokens_after=result.tokens_after,
+                    details=details,
+                )
             )
-        )
+        if self.log is not None:
+            await self.log.append(ctx, details)

@@ -17,7 +17,7 @@ from harness.kernel.events import (
     PreCompact,
     PreReasoning,
 )
-from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain
+from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain, HookHost
 from harness.kernel.message import (
     ContentBlock,
     ImageBlock,
@@ -68,6 +68,7 @@ __all__ = [
     "Event",
     "Hook",
     "HookChain",
+    "HookHost",
     "ImageBlock",
     "Msg",
     "PostActing",

@@ -25,6 +25,7 @@ from harness.errors import AgentInterrupted, ModelError
 from harness.kernel.cancelling import cancel_and_wait
 from harness.kernel.events import (
     Error,
+    Event,
     PostActing,
     PostCall,
     PostReasoning,
@@ -119,6 +120,8 @@ class ReActAgent:
         for hook in self.hooks.hooks:
             for tool in hook.tools():
                 self.toolkit.register(tool)
+        for hook in self.hooks.hooks:
+            hook.attach(self)
         self.system_message: Msg | None = (
             Msg(role="system", name="system", content=sys_prompt) if sys_prompt else None
         )
@@ -180,6 +183,10 @@ class ReActAgent:
         finally:
             if not task.done():
                 await cancel_and_wait(task)
+
+    async def emit(self, event: Event) -> None:
+        """Dispatch an event a hook derived (``PreCompact``, ``PostCompact``) to every hook."""
+        await self.hooks.dispatch(event)
 
     def interrupt(self) -> None:
         """Stop every call this agent is running; each raises :class:`AgentInterrupted`."""

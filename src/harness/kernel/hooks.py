@@ -5,21 +5,39 @@ were registered; user hooks default to 100) and one coroutine, ``on_event``. A h
 cares about some events lists their types in ``events`` so the chain never calls it for the
 others. Hooks keep no per-call state in their own fields: everything about the call is on the
 event, starting with its :class:`~harness.context.RuntimeContext`.
+
+Lifecycle: an agent calls :meth:`Hook.attach` on each of its hooks once it is built (its
+toolkit complete), before any event; that is where a hook keeps the agent if it adds tools at
+run time or emits events of its own (:meth:`HookHost.emit`). Whoever builds a hook closes it
+(:meth:`Hook.aclose`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from harness.kernel.events import Event
-from harness.kernel.toolkit import Tool
+from harness.kernel.toolkit import Tool, Toolkit
 
-__all__ = ["DEFAULT_HOOK_PRIORITY", "Hook", "HookChain"]
+__all__ = ["DEFAULT_HOOK_PRIORITY", "Hook", "HookChain", "HookHost"]
 
 DEFAULT_HOOK_PRIORITY = 100
 """The priority of a hook that does not set one: after the harness's own hooks up to 80,
 before workspace context and session persistence at 900."""
+
+
+class HookHost(Protocol):
+    """The agent a hook is registered with, as the hook sees it (see :meth:`Hook.attach`)."""
+
+    @property
+    def toolkit(self) -> Toolkit:
+        """The agent's own toolkit: a tool registered in it is offered from the next step."""
+        ...
+
+    async def emit(self, event: Event) -> None:
+        """Dispatch an event the hook derived (a compaction's, say) to the agent's hooks."""
+        ...
 
 
 class Hook:
@@ -35,6 +53,13 @@ class Hook:
     def tools(self) -> Sequence[Callable[..., Any] | Tool]:
         """Tools this hook contributes to the agent's toolkit."""
         return ()
+
+    def attach(self, agent: HookHost) -> None:
+        """Called by each agent the hook is registered with, before any event reaches it.
+
+        A hook may serve several agents (``HarnessAgent`` gives the caller's hooks to its
+        subagents too); one that keeps its agent here keeps the first.
+        """
 
     async def aclose(self) -> None:
         """Release what the hook holds (servers, background tasks) when its owner closes.

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import ConfigError
-from harness.kernel import Event, Hook, PreCall, Tool, Toolkit
+from harness.kernel import Event, Hook, HookHost, PreCall, Tool, Toolkit
 from harness.mcp.config import TOOLS_FILE, MCPServerConfig, load_mcp_config, merge_servers
 from harness.mcp.toolset import MCPToolset
 from harness.workspace import WorkspaceManager
@@ -49,8 +49,8 @@ class MCPHook(Hook):
         config_file: The operator's ``tools.json``, listing more servers; None reads none.
         workspace: The agent's workspace: ``config_file`` must lie outside it, and a
             ``tools.json`` left at its root is reported as not read.
-        toolkit: The agent's toolkit (``ReActAgent.toolkit``); may be given later through
-            :meth:`attach`, since the agent that owns it is built after its hooks.
+        toolkit: The toolkit to register the tools in; by default that of the agent the hook
+            is registered with (see :meth:`attach`), which is built after its hooks.
     """
 
     priority = 1
@@ -74,9 +74,10 @@ class MCPHook(Hook):
         self._lock = asyncio.Lock()
         self._closed = False
 
-    def attach(self, toolkit: Toolkit) -> None:
-        """Register the tools in ``toolkit`` (the agent's own, e.g. ``agent.delegate.toolkit``)."""
-        self.toolkit = toolkit
+    def attach(self, agent: HookHost) -> None:
+        """Register the tools in the agent's toolkit (the first agent's: see ``Hook.attach``)."""
+        if self.toolkit is None:
+            self.toolkit = agent.toolkit
 
     async def on_event(self, event: Event) -> None:
         if self.toolset is None and not self._closed:
@@ -87,7 +88,7 @@ class MCPHook(Hook):
 
         Raises:
             ConfigError: ``tools.json`` is malformed, or the ``mcp`` package is missing.
-            RuntimeError: No toolkit was given.
+            RuntimeError: No toolkit was given and no agent attached it.
         """
         async with self._lock:
             if self.toolset is not None:
@@ -97,7 +98,7 @@ class MCPHook(Hook):
                 raise RuntimeError(msg)
             toolkit = self.toolkit
             if toolkit is None:
-                msg = "MCPHook has no toolkit: call hook.attach(agent.toolkit) first"
+                msg = "MCPHook has no toolkit: register it with an agent, or give toolkit="
                 raise RuntimeError(msg)
             servers = list(self.servers)
             if self.config_file is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from harness.kernel import (
     ChatChunk,
     ChatResponse,
     Event,
+    Hook,
     Msg,
     PostCompact,
     PreCompact,
@@ -65,14 +66,24 @@ def agent_with(hook: CompactionHook) -> tuple[ReActAgent, ScriptedChatModel]:
     return ReActAgent(name="a", model=model, sys_prompt="SYS", hooks=[hook]), model
 
 
+class CompactionEvents(Hook):
+    """Another hook of the same agent: what the compaction hook emits reaches it."""
+
+    events: ClassVar[tuple[type[Event], ...]] = (PreCompact, PostCompact)
+
+    def __init__(self) -> None:
+        self.seen: list[Event] = []
+
+    async def on_event(self, event: Event) -> None:
+        self.seen.append(event)
+
+
 async def test_compaction_replaces_memory_and_the_request_and_emits_events() -> None:
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
-
-    hook = CompactionHook(ConversationCompactor(FunctionModel(summary_of)), CONFIG, emit=emit)
-    agent, model = agent_with(hook)
+    hook = CompactionHook(ConversationCompactor(FunctionModel(summary_of)), CONFIG)
+    listener = CompactionEvents()
+    model = ScriptedChatModel([{"text": "reply", "repeat": True}])
+    agent = ReActAgent(name="a", model=model, sys_prompt="SYS", hooks=[hook, listener])
+    events = listener.seen
     memory = history(5)
     reply = await agent.call("new question", memory=memory)
     assert reply.text == "reply"

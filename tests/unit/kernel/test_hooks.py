@@ -13,6 +13,7 @@ from harness.kernel import (
     Event,
     Hook,
     HookChain,
+    HookHost,
     Msg,
     PostCall,
     PreCall,
@@ -225,3 +226,45 @@ async def test_every_event_of_a_call_carries_its_id_and_concurrent_calls_differ(
         assert names[-1] == "PostCall"
         assert {"PreReasoning", "PostReasoning", "PreActing", "PostActing"} <= set(names)
     assert all(call_id.startswith("call-") for call_id in by_call)
+
+
+class Deriving(Hook):
+    """Keeps its agent at attach and emits a PostCall of its own at each PreCall."""
+
+    events: ClassVar[tuple[type[Event], ...]] = (PreCall,)
+
+    def __init__(self) -> None:
+        self.attached: list[tuple[HookHost, list[str]]] = []
+
+    def attach(self, agent: HookHost) -> None:
+        self.attached.append((agent, list(agent.toolkit.names)))
+
+    async def on_event(self, event: Event) -> None:
+        agent, _ = self.attached[0]
+        await agent.emit(
+            PostCall(
+                ctx=event.ctx,
+                agent=event.agent,
+                memory=event.memory,
+                call_id=event.call_id,
+                reply=Msg(role="assistant", content="derived"),
+            )
+        )
+
+
+async def test_each_agent_attaches_its_hooks_once_its_toolkit_is_complete() -> None:
+    deriving, log = Deriving(), list[str]()
+    first = ReActAgent(
+        name="a", model=ScriptedChatModel([]), hooks=[deriving, ClockHook(), Recorder("r", log)]
+    )
+    second = ReActAgent(name="b", model=ScriptedChatModel([]), hooks=[deriving])
+    assert deriving.attached == [(first, ["clock"]), (second, [])]
+
+
+async def test_an_event_a_hook_emits_reaches_every_hook_of_its_agent() -> None:
+    deriving, log = Deriving(), list[str]()
+    model = ScriptedChatModel([{"text": "reply"}])
+    agent = ReActAgent(name="a", model=model, hooks=[deriving, Recorder("r", log)])
+    await agent.call("hi", memory=[])
+    assert log[:2] == ["r:PostCall", "r:PreCall"]  # derived while the PreCall reached its hooks
+    assert log.count("r:PostCall") == 2
