@@ -87,7 +87,13 @@ async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _stopped_late(signum: int, _frame: object) -> None:
-    err.print(f"stopped by {signal.Signals(signum).name}; the session keeps every completed turn")
+    # A signal handler runs between two bytecodes of whatever the main thread was doing, the
+    # console's own printing (or a lazy import inside it) included: re-entering the console
+    # from here failed that import and exited 1 with a traceback. A raw write re-enters
+    # nothing.
+    line = f"stopped by {signal.Signals(signum).name}; the session keeps every completed turn\n"
+    with contextlib.suppress(OSError):
+        os.write(2, line.encode())
     raise SystemExit(128 + signum)
 
 
