@@ -33,6 +33,7 @@ from harness.workspace import WorkspaceManager
 
 HARNESS = Path(sys.executable).parent / "harness"
 CALLS_PER_STEP = 50
+STEPS = 15  # the agent's default max_iters: the model asks for tools at every step
 KILLS = 24
 SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
 NO_COMPACTION = ("--context-window", "10000000")
@@ -52,7 +53,13 @@ def script(path: Path) -> Path:
     turns = [
         {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
         {"match": "^after$", "text": "fine", "repeat": True},
-        {"match": "^go$|Saved to", "tool_calls": [save] * CALLS_PER_STEP, "repeat": True},
+        # After a step the request ends with its results, or with the note saying MEMORY.md
+        # changed (the workspace context hook's): either way the turn goes on.
+        {
+            "match": "^go$|Saved to|^<workspace_update>",
+            "tool_calls": [save] * CALLS_PER_STEP,
+            "repeat": True,
+        },
         {"text": "ok", "repeat": True},
     ]
     path.write_text(json.dumps({"log": "requests.jsonl", "turns": turns}), encoding="utf-8")
@@ -106,7 +113,12 @@ def time_a_whole_turn(root: Path) -> float:
         time.sleep(0.02)
     started = time.monotonic()
     assert process.wait(timeout=120) == 0
-    return time.monotonic() - started
+    seconds = time.monotonic() - started
+    # Every step of the turn ran: a script that stopped matching would end the turn after one
+    # step, and the stops would then test little (a workspace note once did that unseen).
+    facts = (root / "ws" / "MEMORY.md").read_text(encoding="utf-8").count("- step fact")
+    assert facts == STEPS * CALLS_PER_STEP, f"the whole turn saved {facts} facts"
+    return seconds
 
 
 def start_again(stopped: Stopped) -> subprocess.CompletedProcess[str]:
