@@ -238,7 +238,14 @@ class HarnessAgent:
             *self._tracing(trace, otel=otel),
             self.mcp,
             *self._memory(
-                memory, memory_llm, flush, transcript, store, tool_result_eviction, toolkit, trace
+                memory,
+                memory_llm,
+                flush,
+                transcript,
+                store,
+                tool_result_eviction,
+                toolkit,
+                trace=trace,
             ),
             *self._compacting(compaction, summarizer, flush, transcript),
             *self._file_tools(toolkit, filesystem_tools, tool_result_eviction),
@@ -350,6 +357,7 @@ class HarnessAgent:
         store: BaseStore | None,
         eviction: ToolResultEvictionConfig | None,
         toolkit: Toolkit,
+        *,
         trace: bool,
     ) -> list[Hook]:
         """Memory: its flush, transcript and consolidation after each call, and its tools."""

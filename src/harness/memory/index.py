@@ -463,12 +463,12 @@ class MemoryIndex:
                             pending, pending_rows = [], 0
                 if progress is not None:
                     progress(done, len(found))
-            if loading:
+            if loading:  # the last batch of the load
                 writer.submit((pending, self._vectors_of(pending)))
                 writer.wait()
-            rows += writer.rows
-        if not loading:
-            rows += self._write(pending)
+                rows += writer.rows
+            else:
+                rows += self._write(pending)
         gone = [p for p in known if p not in found and not still_there(p)]
         with self.atomic() as conn:
             conn.executemany(
