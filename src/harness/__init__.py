@@ -17,6 +17,7 @@ from harness.errors import (
     ScriptExhaustedError,
     SessionBusy,
     StorageError,
+    TurnNotSaved,
     WorkspaceError,
 )
 from harness.kernel import Hook, Msg
@@ -46,6 +47,7 @@ __all__ = [
     "SubagentsConfig",
     "ToolResultEvictionConfig",
     "TruncateArgsConfig",
+    "TurnNotSaved",
     "WorkspaceContextConfig",
     "WorkspaceError",
 ]

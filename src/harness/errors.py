@@ -18,6 +18,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     │   │   └── OtherNamespace      a path into a namespace the call may not see
     │   └── FrontMatterError        a declaration's front matter is missing or malformed
     ├── StorageError                a file could not be read or written
+    │   └── TurnNotSaved            a call ran but what it accepted could not be saved
     ├── SessionBusy                 another call kept the session for longer than the wait
     ├── MCPServerUnavailable        an MCP server could not be started or has stopped
     ├── MCPToolError                an MCP server answered a tool call with an error, or late
@@ -47,6 +48,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusy",
     "StorageError",
+    "TurnNotSaved",
     "WorkspaceError",
 ]
 
@@ -97,6 +99,18 @@ class FrontMatterError(WorkspaceError, ValueError):
 
 class StorageError(HarnessError):
     """Reading or writing persisted state failed."""
+
+
+class TurnNotSaved(StorageError):
+    """A call's session could not be saved (a full disk, a store that stopped answering).
+
+    The call is a failure even when the model answered: nothing of it may be presented as
+    kept. ``reply`` is the answer the model gave, for a caller that wants to show it as lost.
+    """
+
+    def __init__(self, message: str, *, reply: object = None) -> None:
+        super().__init__(message)
+        self.reply = reply
 
 
 class SessionBusy(HarnessError):
