@@ -587,6 +587,7 @@ def _error_table() -> Mapping[type[Exception], type[ModelError]]:
         anthropic.InternalServerError: ModelError,
         anthropic.HTTPNotImplementedError: ModelError,
         anthropic.ServiceUnavailableError: ModelError,
+        anthropic.StorageNotReadyError: ModelError,
         anthropic.CMEKContextUnavailableError: ModelError,
         anthropic.CMEKKeyUnreachableError: ModelError,
         anthropic.GatewayTimeoutError: ModelError,  # also exported as DeadlineExceededError
