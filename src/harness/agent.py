@@ -267,7 +267,7 @@ class HarnessAgent:
             hooks=chain,
             max_iters=max_iters,
         )
-        self._session_locks: weakref.WeakValueDictionary[tuple[str | None, str], asyncio.Lock] = (
+        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
         self._checked = False
@@ -537,17 +537,19 @@ class HarnessAgent:
         return (ctx or RuntimeContext()).with_defaults(session_id=DEFAULT_SESSION_ID)
 
     def _session_lock(self, ctx: RuntimeContext) -> asyncio.Lock:
-        assert ctx.session_id is not None
-        key = (ctx.user_id, ctx.session_id)
+        key = self.sessions.directory(ctx)
         lock = self._session_locks.get(key)
         if lock is None:
             lock = self._session_locks[key] = asyncio.Lock()
         return lock
 
     def _lease(self, ctx: RuntimeContext) -> contextlib.AbstractAsyncContextManager[None]:
-        """The session's lease: other processes and workers wait while this call holds it."""
-        key = f"{self.name}/{ctx.user_id or '-'}/{ctx.session_id}"
-        return self.leases.hold(key, wait=self.session_wait)
+        """The session's lease: other processes and workers wait while this call holds it.
+
+        Keyed by the session's directory, so one directory has one lease however its ids are
+        spelled, and two sessions never share one.
+        """
+        return self.leases.hold(self.sessions.directory(ctx), wait=self.session_wait)
 
     async def _restore(self, ctx: RuntimeContext) -> list[Msg]:
         if not self._checked:

@@ -40,6 +40,12 @@ class RuntimeContext:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 msg = f"RuntimeContext.{name} must be a non-empty string or None, got {value!r}"
                 raise ValueError(msg)
+            if value is not None and not _is_text(value):
+                msg = (
+                    f"RuntimeContext.{name} {value[:40]!r} is not valid text (it holds a lone "
+                    "surrogate); use a UTF-8 string"
+                )
+                raise ValueError(msg)
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -51,3 +57,12 @@ class RuntimeContext:
         if self.session_id is not None:
             return self
         return replace(self, session_id=session_id, extra=dict(self.extra))
+
+
+def _is_text(value: str) -> bool:
+    """Whether an id can name a directory and be saved: whether it encodes to UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

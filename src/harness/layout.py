@@ -88,6 +88,9 @@ def shared_with_users(path: str, also: Iterable[str] = ()) -> bool:
 
 _SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 _MAX_SEGMENT = 120
+_SHORTENED = "="
+"""Joins a long id's prefix to its digest. Never part of a segment otherwise: it is not in the
+safe set, and percent-encoding writes it as ``%3D``."""
 
 
 def safe_segment(name: str) -> str:
@@ -95,18 +98,29 @@ def safe_segment(name: str) -> str:
 
     Ids made of letters, digits, ``_``, ``.`` and ``-`` are used as they are; anything else is
     percent-encoded, so two different ids never share a directory and no id can climb out of
-    its parent (``..`` becomes ``%2E%2E``). Very long ids are shortened with a hash suffix.
+    its parent (``..`` becomes ``%2E%2E``). An id whose segment would be longer than 120
+    characters is shortened to a prefix, ``=`` and the SHA-256 of the whole id: no other id's
+    segment holds a ``=``, so a shortened segment can never equal the segment of an id that was
+    not shortened, and the full digest keeps two long ids apart.
+
+    Raises:
+        ValueError: The id is empty, or not valid text (a lone surrogate).
     """
     if not name:
         msg = "an id used in a path must not be empty"
         raise ValueError(msg)
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"the id {name[:40]!r} is not valid text (it holds a lone surrogate); use UTF-8"
+        raise ValueError(msg) from None
     if _SAFE.fullmatch(name) and name not in (".", ".."):
         segment = name
     else:
-        segment = quote(name, safe="").replace(".", "%2E")
+        segment = quote(encoded, safe="").replace(".", "%2E")
     if len(segment) > _MAX_SEGMENT:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        segment = f"{segment[: _MAX_SEGMENT - 17]}-{digest}"
+        digest = hashlib.sha256(encoded).hexdigest()
+        segment = f"{segment[: _MAX_SEGMENT - len(digest) - 1]}{_SHORTENED}{digest}"
     return segment
 
 

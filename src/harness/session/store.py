@@ -85,12 +85,16 @@ class SessionStore:
         self.agent = agent
         self._known: dict[str, _Known] = {}
 
-    def path(self, ctx: RuntimeContext) -> str:
-        """The workspace path of the context's session file."""
+    def directory(self, ctx: RuntimeContext) -> str:
+        """The workspace directory of the context's session: what one lease guards."""
         if ctx.session_id is None:
             msg = "a session id is needed to locate a saved session"
             raise ValueError(msg)
-        return f"{session_dir(self.agent, ctx.session_id, ctx.user_id)}/{MESSAGES_FILE}"
+        return session_dir(self.agent, ctx.session_id, ctx.user_id)
+
+    def path(self, ctx: RuntimeContext) -> str:
+        """The workspace path of the context's session file."""
+        return f"{self.directory(ctx)}/{MESSAGES_FILE}"
 
     async def load(self, ctx: RuntimeContext) -> list[Msg]:
         """The saved messages of the session; empty for a new session."""

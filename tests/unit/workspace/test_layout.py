@@ -39,6 +39,34 @@ def test_long_ids_are_shortened_but_distinct() -> None:
     assert safe_segment(a) != safe_segment(b)
 
 
+def test_an_id_shaped_like_a_shortened_one_keeps_its_own_segment() -> None:
+    """A crafted id that spells a long id's shortened segment must not share its directory."""
+    long_id = "x" * 300
+    crafted = safe_segment(long_id)  # a short, safe-looking id of exactly that shape
+    assert crafted != long_id
+    assert safe_segment(crafted) != safe_segment(long_id)
+
+
+_IDS = st.one_of(
+    st.text(min_size=1, max_size=200),
+    st.text(alphabet="x=-%0123456789abcdef", min_size=1, max_size=200),
+    st.text(min_size=100, max_size=130).map(lambda t: "x" * 110 + t),
+)
+
+
+@given(_IDS, _IDS)
+def test_segments_are_injective_shortened_or_not(a: str, b: str) -> None:
+    """Shortened (long) and plain ids alike: two ids share a segment only when they are equal."""
+    for id_ in (a, b, safe_segment(a), safe_segment(b)):
+        assert (safe_segment(id_) == safe_segment(a)) == (id_ == a)
+    assert len(safe_segment(a)) <= 120
+
+
+def test_an_id_that_is_not_text_is_refused() -> None:
+    with pytest.raises(ValueError, match="not valid text"):
+        safe_segment("bad\udc80")
+
+
 def test_session_dir_per_user() -> None:
     assert session_dir("bot", "s1") == "agents/bot/context/s1"
     assert session_dir("bot", "s1", "alice") == "users/alice/agents/bot/context/s1"
