@@ -18,6 +18,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     │   │   └── OtherNamespace      a path into a namespace the call may not see
     │   └── FrontMatterError        a declaration's front matter is missing or malformed
     ├── StorageError                a file could not be read or written
+    │   ├── UnusableFile            not a file the harness can use (a FIFO, a directory, too big)
     │   └── TurnNotSaved            a call ran but what it accepted could not be saved
     ├── SessionBusy                 another call kept the session for longer than the wait
     ├── MCPServerUnavailable        an MCP server could not be started or has stopped
@@ -49,6 +50,7 @@ __all__ = [
     "SessionBusy",
     "StorageError",
     "TurnNotSaved",
+    "UnusableFile",
     "WorkspaceError",
 ]
 
@@ -99,6 +101,15 @@ class FrontMatterError(WorkspaceError, ValueError):
 
 class StorageError(HarnessError):
     """Reading or writing persisted state failed."""
+
+
+class UnusableFile(StorageError):
+    """What is at a path is not a file the harness can use.
+
+    A directory, a FIFO, a socket or a device where a file belongs, or a file over the read's
+    size limit. The storage works; this one file does not. A reader of files the model can
+    write skips it with a warning naming it, rather than failing the call (docs/security.md).
+    """
 
 
 class TurnNotSaved(StorageError):

@@ -131,14 +131,18 @@ async def seed(fs: AbstractFilesystem) -> None:
 
 
 async def snapshot(fs: AbstractFilesystem) -> dict[str, bytes]:
-    """Every file of the workspace and its bytes, as the harness sees them."""
-    listing = await fs.glob("**", "/", None)
-    assert listing.error is None, listing.error
+    """Every file of the workspace and its bytes, as the harness sees them (each namespace by
+    its own path: a walk of the shared root does not enter ``users/``)."""
+    namespaces = await fs.ls("users", None)
+    assert namespaces.error is None, namespaces.error
     files = {}
-    for entry in listing.entries:
-        got = await fs.get(entry.path, None)
-        assert got is not None, entry.path
-        files[entry.path] = got[0]
+    for top in ["/", *(entry.path for entry in namespaces.entries if entry.is_dir)]:
+        listing = await fs.glob("**", top, None)
+        assert listing.error is None, listing.error
+        for entry in listing.entries:
+            got = await fs.get(entry.path, None)
+            assert got is not None, entry.path
+            files[entry.path] = got[0]
     return files
 
 
@@ -376,6 +380,8 @@ async def test_a_link_that_stays_inside_works(linked: tuple[LocalFilesystem, Pat
     read = await fs.read("ok_link", ctx=ALICE)
     assert read.data is not None
     assert read.data.content == "alice's own\n"
-    got = await fs.get("toalice/mine.txt", None)  # the harness sees the whole workspace
+    got = await fs.get("users/alice/ok_link", None)  # the harness, inside alice's namespace
     assert got is not None
     assert got[0] == b"alice's own\n"
+    with pytest.raises(PathOutsideWorkspace):  # but a shared path never leads into a user's
+        await fs.get("toalice/mine.txt", None)

@@ -176,11 +176,10 @@ async def test_the_whole_workspace_view_routes_inside_each_namespace(
     assert got[0] == b"alice's"
     await fs.put("users/bob/memory/day.md", b"bob's")
     assert (b / "users/bob/day.md").read_bytes() == b"bob's"
-    found = await fs.glob("**/day.md")
-    assert [e.path for e in found.entries] == [
-        "users/alice/memory/day.md",
-        "users/bob/memory/day.md",
-    ]
+    assert (await fs.glob("**/day.md")).entries == []  # the shared root holds no user's files
+    for user in ("alice", "bob"):
+        found = await fs.glob("**/day.md", f"users/{user}")
+        assert [e.path for e in found.entries] == [f"users/{user}/memory/day.md"]
     listing = await fs.ls("users/alice")
     assert [e.path for e in listing.entries] == ["users/alice/memory"]
     inside = await fs.ls("memory")

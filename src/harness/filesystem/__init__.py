@@ -1,8 +1,11 @@
 """Filesystem backends: local, sandbox, remote (over a key-value store), composite."""
 
 from harness.filesystem.base import (
+    DEFAULT_MAX_STORAGE_BYTES,
+    MAX_GREP_MATCHES,
     MISSING,
     AbstractFilesystem,
+    Confinement,
     EditResult,
     ExecuteResult,
     FileData,
@@ -28,9 +31,12 @@ from harness.filesystem.sandbox import SandboxFilesystem
 from harness.filesystem.shell import LocalShell
 
 __all__ = [
+    "DEFAULT_MAX_STORAGE_BYTES",
+    "MAX_GREP_MATCHES",
     "MISSING",
     "AbstractFilesystem",
     "CompositeFilesystem",
+    "Confinement",
     "EditResult",
     "ExecuteResult",
     "FileData",

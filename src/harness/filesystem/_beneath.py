@@ -11,6 +11,12 @@ operation then acts on a name inside the directory descriptor the walk ended on 
 ``renameat``, ``unlinkat``), never on the path again. (``openat2(RESOLVE_BENEATH)`` does the
 walk in one call, but Python has no binding for it; this works on every Linux.)
 
+Only regular files are opened, and never in a way that can wait: every open of a file adds
+``O_NONBLOCK`` (so a FIFO put where a file should be answers at once instead of holding a worker
+thread until someone writes to it) and checks with ``fstat`` that it opened a regular file
+(:class:`NotAFile` otherwise). A read takes a ``limit`` and stops there (:class:`TooLarge`), so a
+sparse or growing file is never read whole into memory.
+
 Writes are atomic here as well: the new bytes go to a temporary file in the same directory,
 are flushed to disk, and replace the old file by rename, whose directory is then flushed too; a
 crash leaves the old file or the new one, never a mix. A process killed in the middle leaves its
@@ -32,6 +38,8 @@ from pathlib import Path
 
 __all__ = [
     "LinkSwapped",
+    "NotAFile",
+    "TooLarge",
     "append",
     "directory_beneath",
     "locked",
@@ -44,6 +52,9 @@ __all__ = [
 
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _HELD = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+"""How every file is opened: no link followed, and nothing that can wait (a FIFO, a device)."""
+_CHUNK = 1 << 20
 _TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]{8}\.tmp")
 """A temporary file of a replace (``.<name>.<8 chars>.tmp``, as ``tempfile`` names them too)."""
 _NEW_FILE_MODE = 0o600
@@ -52,6 +63,19 @@ _NEW_FILE_MODE = 0o600
 
 class LinkSwapped(OSError):
     """A component of a checked path turned into a symbolic link before it was used."""
+
+
+class NotAFile(OSError):
+    """The name is something other than a regular file or a directory (a FIFO, a socket...)."""
+
+
+class TooLarge(OSError):
+    """A read found more bytes than its limit allows; ``size`` is how many it saw at least."""
+
+    def __init__(self, path: object, size: int, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"over the limit of {limit:,} bytes", str(path))
+        self.size = size
+        self.limit = limit
 
 
 @contextlib.contextmanager
@@ -93,28 +117,52 @@ def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> I
         os.close(fd)
 
 
-def read_beneath(root: Path, path: Path) -> bytes:
+def read_beneath(root: Path, path: Path, *, limit: int) -> bytes:
     """The bytes of ``path``, a resolved path inside ``root``, read where it was checked.
+
+    At most ``limit`` bytes are read: a file holding more (by its size, or by what a read
+    finds, for a file that grows meanwhile) raises :class:`TooLarge` without being read whole.
 
     Raises:
         LinkSwapped: A component is a symbolic link now (it was not when the path resolved).
         FileNotFoundError, NotADirectoryError: The file or a directory on its way is gone.
         IsADirectoryError: ``path`` is a directory.
+        NotAFile: ``path`` is a FIFO, a socket or a device.
+        TooLarge: The file holds more than ``limit`` bytes.
         OSError: The file cannot be read.
     """
     if path == root:
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
     with directory_beneath(root, path.parent) as directory:
-        fd = _step(directory, path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, path)
+        fd = _step(directory, path.name, os.O_RDONLY | _FILE, path)
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        size = _regular(fd, path).st_size
+        if size > limit:
+            raise TooLarge(path, size, limit)
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        left = limit + 1  # one byte more than allowed tells a file that grew past the limit
+        while left > 0 and (chunk := os.read(fd, min(_CHUNK, left))):
             chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise TooLarge(path, limit + 1, limit)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _regular(fd: int, path: object) -> os.stat_result:
+    """The ``fstat`` of an opened file, which must be a regular file.
+
+    Raises:
+        IsADirectoryError, NotAFile: It is something else.
+    """
+    found = os.fstat(fd)
+    if stat.S_ISREG(found.st_mode):
+        return found
+    if stat.S_ISDIR(found.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    raise NotAFile(errno.ENXIO, "is not a regular file (a FIFO, a socket or a device)", str(path))
 
 
 def stat_beneath(root: Path, path: Path) -> os.stat_result | None:
@@ -146,13 +194,10 @@ def locked(directory: int, name: str) -> Iterator[None]:
 
     A sidecar, not the file itself, because atomic replacement changes the file's inode.
     """
-    fd = os.open(
-        f".{name}.lock",
-        os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o644,
-        dir_fd=directory,
-    )
+    lock = f".{name}.lock"
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | _FILE, 0o644, dir_fd=directory)
     try:
+        _regular(fd, lock)
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
@@ -187,13 +232,9 @@ def replace(directory: int, name: str, data: bytes) -> None:
 
 def append(directory: int, name: str, data: bytes) -> None:
     """Append ``data`` to ``name`` (created if missing) with one write, under its ``flock``."""
-    fd = os.open(
-        name,
-        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o644,
-        dir_fd=directory,
-    )
+    fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FILE, 0o644, dir_fd=directory)
     try:
+        _regular(fd, name)
         fcntl.flock(fd, fcntl.LOCK_EX)
         _write_all(fd, data)
     finally:
@@ -243,12 +284,14 @@ def remove_stray_temporaries(root: Path) -> list[str]:
 def _unlocked(directory: int, name: str) -> bool:
     """Whether nobody holds the sidecar lock of ``name`` (taken and let go at once)."""
     try:
-        fd = os.open(f".{name}.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+        fd = os.open(f".{name}.lock", os.O_RDONLY | _FILE, dir_fd=directory)
     except FileNotFoundError:
         return True
     except OSError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False

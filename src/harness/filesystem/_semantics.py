@@ -8,12 +8,19 @@ backend keeps only what is its own: how it reaches the bytes.
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable
 from typing import Final
 
 from harness.errors import OtherNamespace, PathOutsideWorkspace
-from harness.filesystem.base import FileData, FsError, FsErrorCode, GrepMatch, ReadResult
+from harness.filesystem.base import (
+    MAX_GREP_MATCHES,
+    FileData,
+    FsError,
+    FsErrorCode,
+    GrepMatch,
+    GrepResult,
+    ReadResult,
+)
 
 __all__ = [
     "BINARY_EXTENSIONS",
@@ -21,20 +28,23 @@ __all__ = [
     "MAX_NAME_BYTES",
     "BadName",
     "Fail",
+    "Glob",
     "SymlinkEscape",
     "check_names",
     "clean_pattern",
     "edited",
     "exists_message",
-    "glob_regex",
     "grep_filter",
+    "grep_result",
     "match_line_endings",
     "matching_lines",
     "read_result",
     "refusal",
     "shown_path",
+    "size_limit",
     "split_lines",
     "text_of",
+    "too_large_message",
 ]
 
 
@@ -138,6 +148,30 @@ def refusal(exc: PathOutsideWorkspace) -> FsError:
     return FsError(code, str(exc))
 
 
+def size_limit(owner: str, name: str, value: object) -> int:
+    """A backend's size limit (``max_file_bytes``, ``max_storage_bytes``), checked.
+
+    Raises:
+        TypeError: It is not an int.
+        ValueError: It is not positive.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{owner} {name} must be an int, got {value!r}"
+        raise TypeError(msg)
+    if value <= 0:
+        msg = f"{owner} {name} must be positive, got {value}"
+        raise ValueError(msg)
+    return value
+
+
+def too_large_message(path: str, size: int, limit: int) -> str:
+    """What a storage read says of a file over its limit (it was not read)."""
+    return (
+        f"{shown_path(path)} holds at least {size:,} bytes, over the limit of {limit:,} for "
+        "this read; it was not read: shorten or remove it"
+    )
+
+
 def exists_message(path: str) -> str:
     return (
         f"Cannot write to {path} because it already exists. "
@@ -222,42 +256,144 @@ def clean_pattern(pattern: str) -> str:
     return "/".join(part for part in parts if part not in ("", "."))
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A regex matching the paths (relative, ``/``-separated) a glob pattern selects."""
-    if not pattern:
-        return re.compile(r"(?!)")
-    parts = pattern.split("/")
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment_regex(part) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+MAX_PATTERN_CHARS: Final = 1_000
+"""The longest glob pattern a search takes (matching costs the pattern's length per name)."""
 
 
-def _segment_regex(segment: str) -> str:
-    """One name of a glob pattern as a regex: ``*``, ``?`` and ``[...]`` stay in the name."""
-    out: list[str] = []
+class Glob:
+    """A glob pattern, matched without backtracking.
+
+    ``*``, ``?`` and ``[...]`` (``[!...]`` or ``[^...]`` negated, ``a-z`` ranges) match within
+    one name; a ``**`` part spans directories: in the middle it stands for any number of whole
+    names (none included), at the end for everything below (``a/**`` matches what lies under
+    ``a``; ``**`` alone matches every path).
+
+    A name is matched by the greedy wildcard algorithm, which returns to its last ``*`` only,
+    and a path part by part keeping the set of positions reached, so a match costs at most the
+    pattern's length times the path's. A pattern the model chose cannot make it run longer (a
+    backtracking regex runs exponentially long on ``*a*a*a*a*b``, holding the GIL).
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, pattern: str) -> None:
+        if len(pattern) > MAX_PATTERN_CHARS:
+            msg = (
+                f"glob pattern {shown_path(pattern)} is {len(pattern):,} characters long; "
+                f"use at most {MAX_PATTERN_CHARS:,}"
+            )
+            raise BadName(msg)
+        self._parts: tuple[_Name | None, ...] | None = (
+            tuple(None if part == "**" else _Name(part) for part in pattern.split("/"))
+            if pattern
+            else None
+        )
+
+    def fullmatch(self, path: str) -> bool:
+        """Whether the relative, ``/``-separated ``path`` matches the whole pattern."""
+        if self._parts is None:
+            return False  # the empty pattern matches nothing
+        names = path.split("/")  # "" is one empty name, as the regex translation read it
+        reached = {0}  # how many names of the path the parts so far can account for
+        last = len(self._parts) - 1
+        for index, part in enumerate(self._parts):
+            if part is None and index == last:  # after '/', or from the start: anything
+                return any(at < len(names) or at == 0 for at in reached)
+            if part is None:
+                reached = set(range(min(reached), len(names) + 1))
+            else:
+                reached = {at + 1 for at in reached if at < len(names) and part.matches(names[at])}
+            if not reached:
+                return False
+        return len(names) in reached
+
+
+_STAR: Final = "*"
+_ONE: Final = "?"
+
+
+class _Name:
+    """One name of a glob pattern: literal characters, ``*``, ``?`` and character classes."""
+
+    __slots__ = ("_literal", "_tokens")
+
+    def __init__(self, pattern: str) -> None:
+        self._tokens = _name_tokens(pattern)
+        plain = all(isinstance(token, str) and len(token) == 1 for token in self._tokens)
+        self._literal = pattern if plain and "*" not in pattern and "?" not in pattern else None
+
+    def matches(self, name: str) -> bool:
+        if self._literal is not None:
+            return name == self._literal
+        tokens = self._tokens
+        t = n = 0
+        star, resume = -1, 0  # the last '*' seen, and where its match would end next
+        while n < len(name):
+            if t < len(tokens) and tokens[t] == _STAR:
+                star, resume = t, n
+                t += 1
+            elif t < len(tokens) and _one_matches(tokens[t], name[n]):
+                t += 1
+                n += 1
+            elif star != -1:  # let the last '*' take one more character, and go on from there
+                t, resume = star + 1, resume + 1
+                n = resume
+            else:
+                return False
+        while t < len(tokens) and tokens[t] == _STAR:
+            t += 1
+        return t == len(tokens)
+
+
+_Token = str | tuple[bool, frozenset[str], tuple[tuple[str, str], ...]]
+"""``*``, ``?``, a literal character (never ``*`` or ``?``: those are always wildcards), or a
+class: (negated, characters, ranges)."""
+
+
+def _name_tokens(pattern: str) -> list[_Token]:
+    tokens: list[_Token] = []
     i = 0
-    while i < len(segment):
-        char = segment[i]
+    while i < len(pattern):
+        char = pattern[i]
         if char == "*":
-            out.append("[^/]*")
+            if not tokens or tokens[-1] != _STAR:  # '**' within a name is one '*'
+                tokens.append(_STAR)
         elif char == "?":
-            out.append("[^/]")
-        elif char == "[" and (close := segment.find("]", i + 2)) != -1:
-            body = segment[i + 1 : close]
-            negate = body[:1] in ("!", "^")
-            body = body[1:] if negate else body
-            escaped = body.replace("\\", "\\\\").replace("^", "\\^")
-            out.append(f"[{'^/' if negate else ''}{escaped}]")
+            tokens.append(_ONE)
+        elif char == "[" and (close := pattern.find("]", i + 2)) != -1:
+            tokens.append(_char_class(pattern[i + 1 : close]))
             i = close
         else:
-            out.append(re.escape(char))
+            tokens.append(char)
         i += 1
-    return "".join(out)
+    return tokens
+
+
+def _char_class(body: str) -> _Token:
+    negated = body[:1] in ("!", "^")
+    body = body[1:] if negated else body
+    chars: set[str] = set()
+    ranges: list[tuple[str, str]] = []
+    j = 0
+    while j < len(body):
+        if j + 2 < len(body) and body[j + 1] == "-":
+            ranges.append((body[j], body[j + 2]))
+            j += 3
+        else:
+            chars.add(body[j])
+            j += 1
+    return (negated, frozenset(chars), tuple(ranges))
+
+
+def _one_matches(token: _Token, char: str) -> bool:
+    """Whether one token that takes one character (not ``*``) takes ``char``."""
+    if token == _ONE:
+        return True
+    if isinstance(token, str):
+        return token == char
+    negated, chars, ranges = token
+    inside = char in chars or any(low <= char <= high for low, high in ranges)
+    return inside != negated
 
 
 def grep_filter(glob: str | None) -> Callable[[str, str], bool]:
@@ -271,17 +407,38 @@ def grep_filter(glob: str | None) -> Callable[[str, str], bool]:
     if not glob:
         return lambda name, below: True
     cleaned = clean_pattern(glob)
-    regex = glob_regex(cleaned)
+    matcher = Glob(cleaned)
     by_path = "/" in cleaned
-    return lambda name, below: regex.fullmatch(below if by_path else name) is not None
+    return lambda name, below: matcher.fullmatch(below if by_path else name)
 
 
-def matching_lines(shown: str, text: str, pattern: str) -> list[GrepMatch]:
-    """The lines of ``text`` holding the literal ``pattern``, 1-based, without a trailing CR."""
-    if pattern not in text:
-        return []
-    return [
-        GrepMatch(shown, number, line.removesuffix("\r"))
-        for number, line in enumerate(text.split("\n"), start=1)
-        if pattern in line
-    ]
+def grep_result(matches: list[GrepMatch], *, truncated: bool = False) -> GrepResult:
+    """A grep's answer: its matches sorted by path and line, at most :data:`MAX_GREP_MATCHES`.
+
+    A search stops once it holds one match more than the limit, which tells it was cut.
+    """
+    matches.sort(key=lambda m: (m.path, m.line))
+    cut = truncated or len(matches) > MAX_GREP_MATCHES
+    return GrepResult(matches[:MAX_GREP_MATCHES], truncated=cut)
+
+
+def matching_lines(shown: str, text: str, pattern: str, limit: int) -> list[GrepMatch]:
+    """The first ``limit`` lines of ``text`` holding the literal ``pattern``, 1-based.
+
+    A trailing CR is dropped. The text is scanned only as far as the last of them, and no list
+    of all its lines is made.
+    """
+    matches: list[GrepMatch] = []
+    if "\n" in pattern:
+        return matches  # a line never holds a line break
+    line, counted = 1, 0  # the line number of text[counted]
+    start = text.find(pattern)
+    while start != -1 and len(matches) < limit:
+        begin = text.rfind("\n", 0, start) + 1
+        end = text.find("\n", start)
+        end = len(text) if end == -1 else end
+        line += text.count("\n", counted, begin)
+        counted = begin
+        matches.append(GrepMatch(shown, line, text[begin:end].removesuffix("\r")))
+        start = text.find(pattern, end + 1)
+    return matches

@@ -35,12 +35,15 @@ from typing import Final, Literal, Protocol, runtime_checkable
 
 from harness.context import RuntimeContext
 from harness.errors import OtherNamespace, PathOutsideWorkspace
-from harness.layout import safe_segment
+from harness.layout import USERS_DIR, safe_segment
 from harness.paths import normalize
 
 __all__ = [
+    "DEFAULT_MAX_STORAGE_BYTES",
+    "MAX_GREP_MATCHES",
     "MISSING",
     "AbstractFilesystem",
+    "Confinement",
     "EditResult",
     "ExecuteResult",
     "FileData",
@@ -64,6 +67,15 @@ __all__ = [
 
 Version = str
 """An opaque token that changes whenever a file's content changes."""
+
+DEFAULT_MAX_STORAGE_BYTES: Final = 128 * 1024 * 1024
+"""The most a storage read (:meth:`AbstractFilesystem.get`) reads of one file: 128 MiB.
+
+Bigger than any session, transcript or memory file the harness writes in practice, and small
+enough that a sparse or runaway file the model made never takes a worker's memory."""
+
+MAX_GREP_MATCHES: Final = 1_000
+"""A grep stops once it has found this many matching lines (the tool shows 200 of them)."""
 
 MISSING: Final = ""
 """The version of a file that does not exist: ``put(..., if_version=MISSING)`` creates only."""
@@ -148,8 +160,14 @@ class GrepMatch:
 
 @dataclass(frozen=True, slots=True)
 class GrepResult:
+    """Matching lines, at most :data:`MAX_GREP_MATCHES`.
+
+    ``truncated``: the search stopped there (it does not go on to count the rest).
+    """
+
     matches: list[GrepMatch] = field(default_factory=list)
     error: FsError | None = None
+    truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +211,33 @@ def namespace_prefix(scope: IsolationScope, ctx: RuntimeContext | None) -> str:
     if scope is IsolationScope.SESSION and ctx.session_id:
         return f"sessions/{safe_segment(ctx.session_id)}/"
     return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """Where a path may lead, links included: its namespace, as a workspace-relative directory.
+
+    A call's namespace comes from its context (:func:`namespace_prefix`). The harness's own
+    operations (``ctx=None``) name the namespace in the path itself: a path under
+    ``users/<segment>/`` is confined to that directory, so a link a user made from their own
+    ``MEMORY.md`` or session file to another user's is refused like any other escape; any other
+    path is confined to the shared root, with ``users/`` off limits (``hides_users``); and
+    ``users`` itself, the list of namespaces, is a namespace of its own.
+    """
+
+    directory: str
+    hides_users: bool
+
+    @classmethod
+    def of(cls, rel: str, scope: IsolationScope, ctx: RuntimeContext | None) -> Confinement:
+        """The confinement of ``rel`` (a normalized path, without the call's prefix)."""
+        if ctx is not None:
+            prefix = namespace_prefix(scope, ctx)
+            return cls(prefix.rstrip("/"), not prefix and scope is IsolationScope.USER)
+        parts = rel.split("/", 2)
+        if parts[0] == USERS_DIR:
+            return cls("/".join(parts[:2]), hides_users=False)
+        return cls("", hides_users=True)
 
 
 def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> str:
@@ -311,9 +356,17 @@ class AbstractFilesystem(ABC):
 
     @abstractmethod
     async def get(
-        self, path: str, ctx: RuntimeContext | None = None
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
     ) -> tuple[bytes, Version] | None:
-        """A whole file and its version; None when it does not exist."""
+        """A whole file and its version; None when it does not exist.
+
+        At most ``limit`` bytes are read (and never more than the backend's own cap,
+        :data:`DEFAULT_MAX_STORAGE_BYTES` unless it was built with another).
+
+        Raises:
+            UnusableFile: What is there is not a regular file (a directory, a FIFO...), or
+                holds more than the limit; it is not read.
+        """
 
     @abstractmethod
     async def put(

@@ -28,13 +28,12 @@ backend applies its own namespace.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace
-from harness.filesystem._semantics import glob_regex
+from harness.filesystem._semantics import Glob, grep_result
 from harness.filesystem.base import (
     AbstractFilesystem,
     EditResult,
@@ -79,7 +78,7 @@ def _normal_or_none(path: str) -> str | None:
         return None
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+def _glob(pattern: str) -> Glob:
     """The paths a glob pattern selects, as every backend reads it.
 
     ``*``, ``?`` and ``[...]`` match within a name, ``**`` spans directories and ``**/x`` also
@@ -88,7 +87,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     parts = [
         part for part in pattern.replace("\\", "/").strip().split("/") if part not in ("", ".")
     ]
-    return glob_regex("/".join(parts))
+    return Glob("/".join(parts))
 
 
 class CompositeFilesystem(AbstractFilesystem):
@@ -305,11 +304,13 @@ class CompositeFilesystem(AbstractFilesystem):
             return result
         matches = self._map_matches(result.matches, route, ctx, directory)
         by_path = glob is not None and "/" in glob.strip().strip("/")
-        matcher = _glob_regex(glob) if glob is not None and by_path else None
+        matcher = _glob(glob) if glob is not None and by_path else None
         others = self._others(route, directory, ctx)
         answers = await asyncio.gather(
             *(
-                self.routes[prefix].grep(pattern, "/", None if by_path else glob, ctx)
+                self.routes[prefix].grep(
+                    pattern, self._namespace_of(directory, ctx), None if by_path else glob, ctx
+                )
                 for prefix in others
             )
         )
@@ -317,8 +318,18 @@ class CompositeFilesystem(AbstractFilesystem):
             for m in self._map_matches(answer.matches, prefix, ctx, directory):
                 if matcher is None or matcher.fullmatch(_below(m.path, directory) or ""):
                     matches.append(m)
-        matches.sort(key=lambda m: (m.path, m.line))
-        return GrepResult(matches)
+        cut = result.truncated or any(answer.truncated for answer in answers)
+        return grep_result(matches, truncated=cut)
+
+    def _namespace_of(self, directory: str, ctx: RuntimeContext | None) -> str:
+        """Where a routed backend is searched for ``directory``: the namespace it lies in.
+
+        A search never crosses namespaces, in a routed backend as in any other: a search of a
+        user's files (``users/<id>/...``, from ``ctx=None``) searches that user's directory of
+        the routed backend, and a search of the shared root its root.
+        """
+        namespace, _ = self._split(directory, ctx)
+        return "/" + namespace.rstrip("/")
 
     def _others(self, route: str, directory: str, ctx: RuntimeContext | None) -> list[str]:
         """The routes other than ``route`` whose files can lie under ``directory``."""
@@ -368,10 +379,13 @@ class CompositeFilesystem(AbstractFilesystem):
             for info in self._map_entries(result.entries, route, ctx, directory)
             if self._owns(route, info.path, ctx)
         ]
-        matcher = _glob_regex(pattern)
+        matcher = _glob(pattern)
         others = self._others(route, directory, ctx)
         answers = await asyncio.gather(
-            *(self.routes[prefix].glob("**", "/", ctx) for prefix in others)
+            *(
+                self.routes[prefix].glob("**", self._namespace_of(directory, ctx), ctx)
+                for prefix in others
+            )
         )
         for prefix, answer in zip(others, answers, strict=True):
             for info in self._map_entries(answer.entries, prefix, ctx, directory):
@@ -462,11 +476,11 @@ class CompositeFilesystem(AbstractFilesystem):
     # -- storage operations ---------------------------------------------------------------
 
     async def get(
-        self, path: str, ctx: RuntimeContext | None = None
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
     ) -> tuple[bytes, Version] | None:
         """A whole file and its version, from its route's backend."""
         backend, _, inner = self._route(path, ctx)
-        return await backend.get(inner, ctx)
+        return await backend.get(inner, ctx, limit=limit)
 
     async def put(
         self,

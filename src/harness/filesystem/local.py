@@ -11,8 +11,10 @@ namespace (or a directory on the way that does) is refused too (``permission_den
 for a call without a user, the ``users/`` directory, which such a call does not even see
 listed. A name that merely contains dots (``a..b``) is an ordinary name.
 
-Each operation is one hop to a worker thread (``asyncio.to_thread``): the blocking work and the
-checks run there, so the event loop never waits for the disk.
+Each operation is one hop to a worker thread: the blocking work and the checks run there, so
+the event loop never waits for the disk. The storage operations (the harness's own) use the
+default executor; the tool operations (the model's) a pool of their own with a lane per
+namespace (:mod:`._threads`), so one user's slow searches never queue anyone else's work.
 
 A checked path is then used where it was checked: every read, write, listing, move and delete
 walks it from the workspace root one directory descriptor at a time, following no link
@@ -40,6 +42,7 @@ import hashlib
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -47,9 +50,11 @@ from pathlib import Path, PurePosixPath
 from typing import Final, TypeVar
 
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace, StorageError
+from harness.errors import PathOutsideWorkspace, StorageError, UnusableFile
 from harness.filesystem._beneath import (
     LinkSwapped,
+    NotAFile,
+    TooLarge,
     append,
     directory_beneath,
     locked,
@@ -64,22 +69,29 @@ from harness.filesystem._semantics import (
     MAX_NAME_BYTES,
     BadName,
     Fail,
+    Glob,
     SymlinkEscape,
     check_names,
     clean_pattern,
     edited,
     exists_message,
-    glob_regex,
     grep_filter,
+    grep_result,
     matching_lines,
     read_result,
     refusal,
     shown_path,
+    size_limit,
     text_of,
+    too_large_message,
 )
+from harness.filesystem._threads import ToolThreads
 from harness.filesystem.base import (
+    DEFAULT_MAX_STORAGE_BYTES,
+    MAX_GREP_MATCHES,
     MISSING,
     AbstractFilesystem,
+    Confinement,
     EditResult,
     FileInfo,
     FsError,
@@ -106,6 +118,9 @@ __all__ = [
     "LocalFilesystem",
 ]
 
+
+DEFAULT_SEARCH_SECONDS: Final = 30.0
+"""How long a ``grep`` or ``glob`` walks before it stops (see ``search_seconds``)."""
 
 MAX_PATH_BYTES: Final = 4096
 """The longest whole path (root included, in bytes) Linux takes."""
@@ -158,6 +173,10 @@ class LocalFilesystem(AbstractFilesystem):
         scope: Which namespace a call's paths live in (default: the user's own).
         max_file_bytes: Files larger than this are not read, edited or searched
             (``too_large``); writes are not limited.
+        max_storage_bytes: The most one storage read returns (:meth:`get`); a bigger file
+            is :class:`~harness.errors.UnusableFile`, and is not read.
+        search_seconds: How long one ``grep`` or ``glob`` may walk before it stops with an
+            error (a tree of millions of files); 30 s.
     """
 
     def __init__(
@@ -166,20 +185,24 @@ class LocalFilesystem(AbstractFilesystem):
         *,
         scope: IsolationScope = IsolationScope.USER,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_storage_bytes: int = DEFAULT_MAX_STORAGE_BYTES,
+        search_seconds: float = DEFAULT_SEARCH_SECONDS,
     ) -> None:
         if not str(root):
             msg = "LocalFilesystem root must be a directory path, got an empty string"
             raise ValueError(msg)
-        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
-            msg = f"LocalFilesystem max_file_bytes must be an int, got {max_file_bytes!r}"
-            raise TypeError(msg)
-        if max_file_bytes <= 0:
-            msg = f"LocalFilesystem max_file_bytes must be positive, got {max_file_bytes}"
-            raise ValueError(msg)
         self.root = Path(root).expanduser().absolute()
         self.scope = IsolationScope(scope)
-        self.max_file_bytes = max_file_bytes
+        self.max_file_bytes = size_limit("LocalFilesystem", "max_file_bytes", max_file_bytes)
+        self.max_storage_bytes = size_limit(
+            "LocalFilesystem", "max_storage_bytes", max_storage_bytes
+        )
+        if not search_seconds > 0:
+            msg = f"LocalFilesystem search_seconds must be positive, got {search_seconds!r}"
+            raise ValueError(msg)
+        self.search_seconds = search_seconds
         self._real_root: Path | None = None
+        self._threads = ToolThreads()
 
     def _resolve_root(self) -> Path:
         """The root with its links resolved, once it exists (it is the operator's choice)."""
@@ -208,8 +231,10 @@ class LocalFilesystem(AbstractFilesystem):
         check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
         root = self._real_root or self._resolve_root()
-        namespace = root / prefix if prefix else root
-        lexical = namespace / rel if rel else namespace
+        base = root / prefix if prefix else root
+        lexical = base / rel if rel else base
+        confinement = Confinement.of(rel, self.scope, ctx)
+        namespace = root / confinement.directory if confinement.directory else root
         if len(os.fsencode(lexical)) >= MAX_PATH_BYTES:
             msg = (
                 f"path {shown_path(path)} is too long for the disk ({len(rel.encode())} bytes); "
@@ -217,17 +242,15 @@ class LocalFilesystem(AbstractFilesystem):
             )
             raise BadName(msg)
         try:
-            parent = lexical.parent.resolve() if rel else namespace.parent
-            leaf = parent / lexical.name if rel else namespace
+            parent = lexical.parent.resolve() if rel else base.parent
+            leaf = parent / lexical.name if rel else base
             real = leaf.resolve() if leaf.is_symlink() else leaf  # parent is resolved already
         except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
             msg = f"path {shown_path(path)} runs into a loop of symbolic links"
             raise BadName(msg) from exc
-        hidden = None
-        if ctx is not None and not prefix and self.scope is IsolationScope.USER:
-            hidden = namespace / USERS_DIR
+        hidden = namespace / USERS_DIR if confinement.hides_users else None
         target = _Target(rel, leaf, real, namespace, root, hidden)
-        if not (target.allows(leaf.parent) or not rel) or not target.allows(real):
+        if not (target.allows(leaf.parent) or leaf == namespace) or not target.allows(real):
             msg = (
                 f"path {shown_path(path)} leads out of the caller's namespace through a symbolic "
                 "link; use a path whose links stay inside"
@@ -244,10 +267,26 @@ class LocalFilesystem(AbstractFilesystem):
 
     # -- tool operations --------------------------------------------------------------------
 
+    async def _tool(self, path: object, ctx: RuntimeContext | None, work: Callable[[], _R]) -> _R:
+        """Run a tool operation on the file tools' threads, in its namespace's lane."""
+        return await self._threads.run(self._lane(path, ctx), work)
+
+    def _lane(self, path: object, ctx: RuntimeContext | None) -> str:
+        """The namespace a tool operation runs for (the shared root when the path is bad)."""
+        try:
+            rel = normalize(path) if isinstance(path, str) else ""
+        except PathOutsideWorkspace:
+            rel = ""
+        return Confinement.of(rel, self.scope, ctx).directory
+
+    async def aclose(self) -> None:
+        """Let the file tools' threads end (a later call starts them again)."""
+        self._threads.shutdown()
+
     async def ls(self, path: str = "/", ctx: RuntimeContext | None = None) -> ListResult:
         """The entries directly in a directory, sorted; a missing directory lists as empty."""
-        return await asyncio.to_thread(
-            _guard, lambda: self._ls(path, ctx), lambda e: ListResult(error=e), path
+        return await self._tool(
+            path, ctx, lambda: _guard(lambda: self._ls(path, ctx), _list_error, path)
         )
 
     def _ls(self, path: str, ctx: RuntimeContext | None) -> ListResult:
@@ -309,11 +348,12 @@ class LocalFilesystem(AbstractFilesystem):
         if offset < 0 or (limit is not None and limit < 0):
             msg = f"read offset and limit must not be negative, got {offset} and {limit}"
             raise ValueError(msg)
-        return await asyncio.to_thread(
-            _guard,
-            lambda: self._read(path, offset, limit, ctx),
-            lambda e: ReadResult(error=e),
+        return await self._tool(
             path,
+            ctx,
+            lambda: _guard(
+                lambda: self._read(path, offset, limit, ctx), lambda e: ReadResult(error=e), path
+            ),
         )
 
     def _read(
@@ -326,7 +366,7 @@ class LocalFilesystem(AbstractFilesystem):
     def _read_file(self, target: _Target, path: str) -> tuple[bytes, float]:
         """A file's bytes and modification time, or the tool error saying why not."""
         modified = self._check_readable(target, path)
-        return _read_checked(target, path), modified
+        return _read_checked(target, path, self.max_file_bytes), modified
 
     def _check_readable(self, target: _Target, path: str) -> float:
         """A file's modification time, or the tool error saying why it cannot be read."""
@@ -350,8 +390,8 @@ class LocalFilesystem(AbstractFilesystem):
         self, path: str, content: str, ctx: RuntimeContext | None = None
     ) -> WriteResult:
         """Create a new file (and its directories), atomically; an existing one is an error."""
-        return await asyncio.to_thread(
-            _guard, lambda: self._write(path, content, ctx), lambda e: WriteResult(error=e), path
+        return await self._tool(
+            path, ctx, lambda: _guard(lambda: self._write(path, content, ctx), _write_error, path)
         )
 
     def _write(self, path: str, content: str, ctx: RuntimeContext | None) -> WriteResult:
@@ -393,11 +433,14 @@ class LocalFilesystem(AbstractFilesystem):
         Line endings in ``old`` and ``new`` follow the file's: ``\r\n`` becomes ``\n`` in a
         file that uses ``\n``, and the other way round.
         """
-        return await asyncio.to_thread(
-            _guard,
-            lambda: self._edit(path, old, new, replace_all, ctx),
-            lambda e: EditResult(error=e),
+        return await self._tool(
             path,
+            ctx,
+            lambda: _guard(
+                lambda: self._edit(path, old, new, replace_all, ctx),
+                lambda e: EditResult(error=e),
+                path,
+            ),
         )
 
     def _edit(
@@ -430,11 +473,12 @@ class LocalFilesystem(AbstractFilesystem):
         ``/`` (``docs/**/*.md``). Binary and oversized files are skipped. Lines are 1-based;
         matches are sorted by path, then line.
         """
-        return await asyncio.to_thread(
-            _guard,
-            lambda: self._grep(pattern, path, glob, ctx),
-            lambda e: GrepResult(error=e),
+        return await self._tool(
             path,
+            ctx,
+            lambda: _guard(
+                lambda: self._grep(pattern, path, glob, ctx), lambda e: GrepResult(error=e), path
+            ),
         )
 
     def _grep(
@@ -443,23 +487,27 @@ class LocalFilesystem(AbstractFilesystem):
         target = self._resolve(path, ctx)
         selects = grep_filter(glob)
         matches: list[GrepMatch] = []
-        for found in self._walk_files(target, path):
+        for found in self._walk_files(target, path, time.monotonic() + self.search_seconds):
             name = PurePosixPath(found.below).name if found.below else target.path.name
             if not selects(name, found.below) or found.stat.st_size > self.max_file_bytes:
                 continue
             try:
-                text = text_of(name, read_beneath(target.root, found.source))
-            except OSError:  # removed, unreadable or swapped for a link meanwhile: not an answer
+                raw = read_beneath(target.root, found.source, limit=self.max_file_bytes)
+            except OSError:  # removed, unreadable, not a file or swapped for a link: no answer
                 continue
-            if text is None:
+            if (text := text_of(name, raw)) is None:
                 continue
             shown = self._display(target, target.path / found.below) if found.below else target.rel
-            matches += matching_lines(shown, text, pattern)
-        matches.sort(key=lambda m: (m.path, m.line))
-        return GrepResult(matches)
+            matches += matching_lines(shown, text, pattern, MAX_GREP_MATCHES + 1 - len(matches))
+            if len(matches) > MAX_GREP_MATCHES:
+                break
+        return grep_result(matches)
 
-    def _walk_files(self, target: _Target, shown: str) -> Iterator[_Found]:
+    def _walk_files(self, target: _Target, shown: str, deadline: float) -> Iterator[_Found]:
         """The files under a target (or the target itself), each with its path below it.
+
+        A walk still going at ``deadline`` (``time.monotonic()``) stops with a tool error, so
+        a search of a huge tree gives its thread back.
 
         Symbolic links to files inside the namespace count; linked directories are not entered
         (no loops), and links leading out are skipped. The walk holds each directory it lists
@@ -476,6 +524,12 @@ class LocalFilesystem(AbstractFilesystem):
             for dirpath, dirnames, filenames, held in os.fwalk(".", dir_fd=directory):
                 base = target.path / dirpath
                 dirnames[:] = sorted(d for d in dirnames if base / d != target.hidden)
+                if time.monotonic() > deadline:
+                    raise Fail(
+                        FsErrorCode.TOO_LARGE,
+                        f"the search of {shown_path(shown)} took longer than "
+                        f"{self.search_seconds:g} s and was stopped; search a narrower path",
+                    )
                 for name in sorted(filenames):
                     if _LOCK_OR_TEMP.fullmatch(name):
                         continue
@@ -496,13 +550,13 @@ class LocalFilesystem(AbstractFilesystem):
         ``**/x`` also matches ``x`` directly under ``path``. A leading ``/`` is ignored.
         ``*.md`` matches only files directly under ``path``; use ``**/*.md`` for all.
         """
-        return await asyncio.to_thread(
-            _guard, lambda: self._glob(pattern, path, ctx), lambda e: ListResult(error=e), path
+        return await self._tool(
+            path, ctx, lambda: _guard(lambda: self._glob(pattern, path, ctx), _list_error, path)
         )
 
     def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
-        matcher = glob_regex(clean_pattern(pattern))
+        matcher = Glob(clean_pattern(pattern))
         top = _stat(target, target.path, path)
         if top is not None and not stat.S_ISDIR(top.st_mode):
             raise Fail(
@@ -510,7 +564,7 @@ class LocalFilesystem(AbstractFilesystem):
                 f"'{path}' is a file, not a directory; glob searches under a directory",
             )
         entries = []
-        for found in self._walk_files(target, path):
+        for found in self._walk_files(target, path, time.monotonic() + self.search_seconds):
             if not matcher.fullmatch(found.below):
                 continue
             entries.append(
@@ -529,7 +583,8 @@ class LocalFilesystem(AbstractFilesystem):
 
         Results come in the order of ``files``, each with the path as given.
         """
-        return await asyncio.to_thread(self._upload, list(files), ctx)
+        batch = list(files)
+        return await self._tool(batch[0][0] if batch else "", ctx, lambda: self._upload(batch, ctx))
 
     def _upload(
         self, files: list[tuple[str, bytes]], ctx: RuntimeContext | None
@@ -555,7 +610,8 @@ class LocalFilesystem(AbstractFilesystem):
         self, paths: Sequence[str], ctx: RuntimeContext | None = None
     ) -> list[TransferResult]:
         """The bytes of files, in the order asked, each with the path as given."""
-        return await asyncio.to_thread(self._download, list(paths), ctx)
+        batch = list(paths)
+        return await self._tool(batch[0] if batch else "", ctx, lambda: self._download(batch, ctx))
 
     def _download(self, paths: list[str], ctx: RuntimeContext | None) -> list[TransferResult]:
         return [
@@ -568,14 +624,14 @@ class LocalFilesystem(AbstractFilesystem):
         if _is_directory(_stat(target, target.path, path)):
             raise Fail(FsErrorCode.IS_DIRECTORY, f"'{path}' is a directory, not a file")
         try:
-            data = _read_checked(target, path)
+            data = _read_checked(target, path, self.max_storage_bytes)
         except (FileNotFoundError, NotADirectoryError):
             raise Fail(FsErrorCode.FILE_NOT_FOUND, f"File '{path}' not found") from None
         return TransferResult(path, content=data)
 
     async def exists(self, path: str, ctx: RuntimeContext | None = None) -> bool:
         """Whether a file or directory is there (False for a path that escapes)."""
-        return await asyncio.to_thread(self._exists, path, ctx)
+        return await self._tool(path, ctx, lambda: self._exists(path, ctx))
 
     def _exists(self, path: str, ctx: RuntimeContext | None) -> bool:
         try:
@@ -586,8 +642,8 @@ class LocalFilesystem(AbstractFilesystem):
 
     async def delete(self, path: str, ctx: RuntimeContext | None = None) -> WriteResult:
         """Delete a file (a symbolic link itself, not what it points to); missing is fine."""
-        return await asyncio.to_thread(
-            _guard, lambda: self._delete(path, ctx), lambda e: WriteResult(error=e), path
+        return await self._tool(
+            path, ctx, lambda: _guard(lambda: self._delete(path, ctx), _write_error, path)
         )
 
     def _delete(self, path: str, ctx: RuntimeContext | None) -> WriteResult:
@@ -607,11 +663,10 @@ class LocalFilesystem(AbstractFilesystem):
         self, source: str, target: str, ctx: RuntimeContext | None = None
     ) -> WriteResult:
         """Move a file, replacing the target and creating its directory; returns the target."""
-        return await asyncio.to_thread(
-            _guard,
-            lambda: self._move(source, target, ctx),
-            lambda e: WriteResult(error=e),
+        return await self._tool(
             source,
+            ctx,
+            lambda: _guard(lambda: self._move(source, target, ctx), _write_error, source),
         )
 
     def _move(self, source: str, target: str, ctx: RuntimeContext | None) -> WriteResult:
@@ -639,19 +694,24 @@ class LocalFilesystem(AbstractFilesystem):
     # -- storage operations -----------------------------------------------------------------
 
     async def get(
-        self, path: str, ctx: RuntimeContext | None = None
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
     ) -> tuple[bytes, Version] | None:
         """A whole file and its version (SHA-256 hex); None when it does not exist.
 
         Raises:
             PathOutsideWorkspace: The path escapes the namespace.
-            StorageError: The path is a directory, or the file cannot be read.
+            UnusableFile: The path is a directory, a FIFO or the like, or the file holds more
+                than ``limit`` (or ``max_storage_bytes``) bytes.
+            StorageError: The file cannot be read.
         """
-        return await asyncio.to_thread(_storage, path, lambda: self._get(path, ctx))
+        cap = self.max_storage_bytes if limit is None else min(limit, self.max_storage_bytes)
+        return await asyncio.to_thread(_storage, path, lambda: self._get(path, ctx, cap))
 
-    def _get(self, path: str, ctx: RuntimeContext | None) -> tuple[bytes, Version] | None:
+    def _get(
+        self, path: str, ctx: RuntimeContext | None, limit: int
+    ) -> tuple[bytes, Version] | None:
         target = self._resolve(path, ctx)
-        data = _storage_read(target, path)
+        data = _storage_read(target, path, limit)
         return None if data is None else (data, _version(data))
 
     async def put(
@@ -684,7 +744,7 @@ class LocalFilesystem(AbstractFilesystem):
         name = target.path.name
         with _locked(target, path) as directory:
             if if_version is not None:
-                current = _storage_read(target, path)
+                current = _storage_read(target, path, self.max_storage_bytes)
                 if (MISSING if current is None else _version(current)) != if_version:
                     return None
             replace(directory, name, data)
@@ -733,10 +793,20 @@ def _guard(operation: Callable[[], _R], on_error: Callable[[FsError], _R], path:
 
 
 def _storage(path: str, operation: Callable[[], _R]) -> _R:
-    """Run a storage operation; a file-system error becomes a :class:`StorageError`."""
+    """Run a storage operation; a file-system error becomes a :class:`StorageError`.
+
+    One that says what is at the path cannot be used (a directory, a FIFO, a lock file that
+    is not a file) is an :class:`UnusableFile`: the storage works, that file does not.
+    """
     try:
         return operation()
+    except (NotAFile, IsADirectoryError) as exc:
+        msg = f"cannot use {shown_path(path)}: {exc.strerror or exc}"
+        raise UnusableFile(msg) from exc
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # opening a FIFO that nobody reads, to write
+            msg = f"cannot use {shown_path(path)}: it is not a regular file (a FIFO)"
+            raise UnusableFile(msg) from exc
         msg = f"cannot access {shown_path(path)}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
 
@@ -760,7 +830,23 @@ def _os_error(exc: OSError, path: str) -> FsError | None:
             return FsError(FsErrorCode.PERMISSION_DENIED, f"cannot access {shown}: {detail}")
         case errno.ENAMETOOLONG | errno.ELOOP:
             return FsError(FsErrorCode.INVALID_PATH, f"cannot use path {shown}: {detail}")
+        case errno.EFBIG:
+            return FsError(FsErrorCode.TOO_LARGE, f"{shown} is {detail}; search it with grep")
+        case errno.ENXIO:  # a FIFO without a reader, or anything else that is not a file
+            return FsError(
+                FsErrorCode.UNSUPPORTED,
+                f"{shown} is not a regular file (a FIFO, a socket or a device); only files "
+                "can be read and written",
+            )
     return None
+
+
+def _list_error(error: FsError) -> ListResult:
+    return ListResult(error=error)
+
+
+def _write_error(error: FsError) -> WriteResult:
+    return WriteResult(error=error)
 
 
 def _transfer_error(path: str, error: FsError) -> TransferResult:
@@ -800,14 +886,15 @@ def _version(data: bytes) -> Version:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read_checked(target: _Target, shown: str) -> bytes:
-    """The file's bytes, opened where its path was checked (:mod:`._beneath`).
+def _read_checked(target: _Target, shown: str, limit: int) -> bytes:
+    """The file's bytes (at most ``limit``), opened where its path was checked (:mod:`._beneath`).
 
     Raises:
         PathOutsideWorkspace: A directory of the path became a symbolic link after the check.
+        TooLarge, NotAFile: See :func:`._beneath.read_beneath`.
     """
     try:
-        return read_beneath(target.root, target.path)
+        return read_beneath(target.root, target.path, limit=limit)
     except LinkSwapped:
         raise _swapped(shown) from None
 
@@ -859,14 +946,19 @@ def _swapped(shown: str) -> SymlinkEscape:
     )
 
 
-def _storage_read(target: _Target, shown: str) -> bytes | None:
+def _storage_read(target: _Target, shown: str, limit: int) -> bytes | None:
     try:
-        return _read_checked(target, shown)
+        return _read_checked(target, shown, limit)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError as exc:
         msg = f"cannot read {shown!r}: it is a directory, not a file"
-        raise StorageError(msg) from exc
+        raise UnusableFile(msg) from exc
+    except NotAFile as exc:
+        msg = f"cannot read {shown!r}: it {exc.strerror}"
+        raise UnusableFile(msg) from exc
+    except TooLarge as exc:
+        raise UnusableFile(too_large_message(shown, exc.size, exc.limit)) from exc
     except OSError as exc:
         msg = f"cannot read {shown!r}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
@@ -875,4 +967,4 @@ def _storage_read(target: _Target, shown: str) -> bytes | None:
 def _storage_check_file(target: _Target, shown: str) -> None:
     if not target.rel or _is_directory(_stat(target, target.path, shown)):
         msg = f"cannot write {shown!r}: it is a directory, not a file"
-        raise StorageError(msg)
+        raise UnusableFile(msg)

@@ -40,24 +40,30 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace, StorageError
+from harness.errors import PathOutsideWorkspace, StorageError, UnusableFile
 from harness.filesystem._semantics import (
     DEFAULT_MAX_FILE_BYTES,
     Fail,
+    Glob,
     check_names,
     clean_pattern,
     edited,
     exists_message,
-    glob_regex,
     grep_filter,
+    grep_result,
     matching_lines,
     read_result,
     refusal,
+    size_limit,
     text_of,
+    too_large_message,
 )
 from harness.filesystem.base import (
+    DEFAULT_MAX_STORAGE_BYTES,
+    MAX_GREP_MATCHES,
     MISSING,
     AbstractFilesystem,
+    Confinement,
     EditResult,
     FileInfo,
     FsError,
@@ -179,6 +185,8 @@ class RemoteFilesystem(AbstractFilesystem):
             roots on one store are separate workspaces.
         max_file_bytes: Files larger than this are not read, edited or searched
             (``too_large``); writes are not limited.
+        max_storage_bytes: The most one storage read returns (:meth:`get`); a bigger file
+            is :class:`~harness.errors.UnusableFile`.
     """
 
     def __init__(
@@ -188,6 +196,7 @@ class RemoteFilesystem(AbstractFilesystem):
         scope: IsolationScope = IsolationScope.USER,
         root: Namespace = DEFAULT_ROOT,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_storage_bytes: int = DEFAULT_MAX_STORAGE_BYTES,
     ) -> None:
         if not isinstance(store, BaseStore):
             msg = f"RemoteFilesystem needs a BaseStore, got {type(store).__name__}"
@@ -199,16 +208,13 @@ class RemoteFilesystem(AbstractFilesystem):
         ):
             msg = f"RemoteFilesystem root must be a non-empty tuple of names, got {root!r}"
             raise ValueError(msg)
-        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
-            msg = f"RemoteFilesystem max_file_bytes must be an int, got {max_file_bytes!r}"
-            raise TypeError(msg)
-        if max_file_bytes <= 0:
-            msg = f"RemoteFilesystem max_file_bytes must be positive, got {max_file_bytes}"
-            raise ValueError(msg)
         self.store = store
         self.scope = IsolationScope(scope)
         self.root = root
-        self.max_file_bytes = max_file_bytes
+        self.max_file_bytes = size_limit("RemoteFilesystem", "max_file_bytes", max_file_bytes)
+        self.max_storage_bytes = size_limit(
+            "RemoteFilesystem", "max_storage_bytes", max_storage_bytes
+        )
 
     def __repr__(self) -> str:
         return f"RemoteFilesystem({self.store!r}, scope={self.scope.value!r}, root={self.root!r})"
@@ -230,9 +236,8 @@ class RemoteFilesystem(AbstractFilesystem):
         rel = normalize(path)
         check_names(path, rel)
         prefix = namespace_prefix(self.scope, ctx)
-        hidden = None
-        if ctx is not None and not prefix and self.scope is IsolationScope.USER:
-            hidden = f"{USERS_DIR}/"
+        confinement = Confinement.of(rel, self.scope, ctx)  # a store has no links to escape by
+        hidden = f"{USERS_DIR}/" if confinement.hides_users else None
         return _Target(rel, key, prefix, hidden)
 
     async def _file(self, target: _Target) -> Item | None:
@@ -429,9 +434,11 @@ class RemoteFilesystem(AbstractFilesystem):
                 continue
             text = text_of(name, _decode(item))
             if text is not None:
-                matches += matching_lines(target.shown(item.key), text, pattern)
-        matches.sort(key=lambda m: (m.path, m.line))
-        return GrepResult(matches)
+                left = MAX_GREP_MATCHES + 1 - len(matches)
+                matches += matching_lines(target.shown(item.key), text, pattern, left)
+                if len(matches) > MAX_GREP_MATCHES:
+                    break
+        return grep_result(matches)
 
     async def glob(
         self, pattern: str, path: str = "/", ctx: RuntimeContext | None = None
@@ -445,7 +452,7 @@ class RemoteFilesystem(AbstractFilesystem):
 
     async def _glob(self, pattern: str, path: str, ctx: RuntimeContext | None) -> ListResult:
         target = self._resolve(path, ctx)
-        matcher = glob_regex(clean_pattern(pattern))
+        matcher = Glob(clean_pattern(pattern))
         if await self._file(target) is not None:
             raise Fail(
                 FsErrorCode.NOT_A_DIRECTORY,
@@ -538,22 +545,27 @@ class RemoteFilesystem(AbstractFilesystem):
     # -- storage operations -----------------------------------------------------------------
 
     async def get(
-        self, path: str, ctx: RuntimeContext | None = None
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
     ) -> tuple[bytes, Version] | None:
         """A whole file and its version (the store item's); None when it does not exist.
 
         Raises:
             PathOutsideWorkspace: The path escapes the namespace.
-            StorageError: The path is a directory, or the store failed.
+            UnusableFile: The path is a directory, or the file holds more than ``limit``.
+            StorageError: The store failed.
         """
         target = self._resolve(path, ctx)
         item = await self._file(target)
         if item is None:
             if not target.rel or await self._is_dir(target):
                 msg = f"cannot read {path!r}: it is a directory, not a file"
-                raise StorageError(msg)
+                raise UnusableFile(msg)
             return None
-        return _decode(item), str(item.version)
+        data = _decode(item)
+        cap = self.max_storage_bytes if limit is None else min(limit, self.max_storage_bytes)
+        if len(data) > cap:
+            raise UnusableFile(too_large_message(path, len(data), cap))
+        return data, str(item.version)
 
     async def put(
         self,
@@ -619,7 +631,7 @@ class RemoteFilesystem(AbstractFilesystem):
         """
         if not target.rel or await self._is_dir(target):
             msg = f"cannot write {path!r}: it is a directory, not a file"
-            raise StorageError(msg)
+            raise UnusableFile(msg)
         if new is None:
             new = await self._file(target) is None
         if new:

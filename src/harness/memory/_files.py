@@ -3,7 +3,8 @@
 Indexed: ``MEMORY.md``, ``memory/*.md`` (not ``memory/archive/``, not dot-files) and
 ``agents/*/sessions/*.log.jsonl``, at the workspace root (shared) and under every
 ``users/<segment>/`` (owned by that user). Symbolic links are not followed, so a link cannot
-pull a file from outside the workspace into search results. A file whose name is not UTF-8 is
+pull a file from outside the workspace, or from another user, into search results. A file over
+its :func:`read_limit` is indexed as empty, with a warning. A file whose name is not UTF-8 is
 skipped with a warning naming it.
 """
 
@@ -15,9 +16,17 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.workspace import AGENTS_DIR, MEMORY_DIR, MEMORY_MD, USERS_DIR, WorkspaceManager
+from harness.filesystem import DEFAULT_MAX_STORAGE_BYTES
+from harness.workspace import (
+    AGENTS_DIR,
+    MAX_TEXT_BYTES,
+    MEMORY_DIR,
+    MEMORY_MD,
+    USERS_DIR,
+    WorkspaceManager,
+)
 
-__all__ = ["digest", "named_in_utf8", "owner_of", "scan", "scan_workspace"]
+__all__ = ["digest", "named_in_utf8", "owner_of", "read_limit", "scan", "scan_workspace"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +42,19 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+def read_limit(path: str) -> int:
+    """The most the index reads of a file.
+
+    A memory file (the model writes them): what ``read_file`` would read of it. A transcript
+    (the harness's own): the storage read's cap.
+    """
+    return DEFAULT_MAX_STORAGE_BYTES if path.endswith(".log.jsonl") else MAX_TEXT_BYTES
+
+
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of a directory, none when it is a link (its files are not the owner's)."""
+    if directory.is_symlink():
+        return []
     try:
         with os.scandir(directory) as it:
             return [e for e in it if not e.name.startswith(".")]

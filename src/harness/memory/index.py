@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -56,7 +57,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 from harness.errors import StorageError
 from harness.filesystem._beneath import read_beneath
 from harness.memory._batches import BatchWriter
-from harness.memory._files import digest, owner_of, scan
+from harness.memory._files import digest, owner_of, read_limit, scan
 from harness.memory._fts import (
     FTS_TABLE,
     MIGRATIONS,
@@ -83,6 +84,8 @@ from harness.memory.embedding import Embedder, import_optional
 from harness.workspace import normalize, safe_segment
 
 __all__ = ["INDEX_FILE", "RANK_BUDGET", "SNIPPET_CHARS", "IndexStats", "MemoryIndex", "SearchHit"]
+
+logger = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -392,9 +395,13 @@ class MemoryIndex:
             # opened where scan() saw it, following no link: a directory swapped for a link to
             # the host since the scan must not pull a host file into a user's search results
             try:
-                return read_beneath(real_root, real_root / path).decode("utf-8", errors="replace")
-            except OSError:
+                data = read_beneath(real_root, real_root / path, limit=read_limit(path))
+            except (FileNotFoundError, NotADirectoryError):  # removed since the scan
                 return ""
+            except OSError as exc:
+                logger.warning("not indexed: %s: %s", path, exc.strerror or exc)
+                return ""
+            return data.decode("utf-8", errors="replace")
 
         return self.index_files(
             scan(root), read, lambda path: (root / path).is_file(), progress=progress

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.kernel import ChatModel
-from harness.memory._files import scan_workspace
+from harness.memory._files import read_limit, scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import ConsolidationResult, MemoryConsolidator
 from harness.memory.gate import PROCESS_GATE, Gate
@@ -81,7 +81,7 @@ async def sync_index(
     found = await scan_workspace(workspace)
     known = await asyncio.to_thread(index.known_files)
     texts = {
-        path: await workspace.read_own(path) or ""
+        path: await workspace.read_own(path, limit=read_limit(path)) or ""
         for path, stamp in found.items()
         if known.get(path) != stamp
     }
@@ -324,7 +324,7 @@ class MemoryMaintenance:
         if self.index is None:
             return
         await self.start()
-        text = await self.workspace.read_own(path) or ""
+        text = await self.workspace.read_own(path, limit=read_limit(path)) or ""
         await self.index.aindex_from_string(path, text)
 
     async def run(self) -> MaintenanceReport:

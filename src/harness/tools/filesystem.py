@@ -96,8 +96,12 @@ def _cut(text: str) -> str:
     return text
 
 
-def _capped(rows: Sequence[str], what: str) -> str:
-    """Join rows, stopping at :data:`MAX_LIST_LINES` lines or :data:`MAX_LIST_CHARS` chars."""
+def _capped(rows: Sequence[str], what: str, *, stopped: bool = False) -> str:
+    """Join rows, stopping at :data:`MAX_LIST_LINES` lines or :data:`MAX_LIST_CHARS` chars.
+
+    ``stopped``: the search itself stopped after these rows, so how many more there are is
+    not known.
+    """
     shown: list[str] = []
     used = 0
     for row in rows:
@@ -106,7 +110,12 @@ def _capped(rows: Sequence[str], what: str) -> str:
         shown.append(row)
         used += len(row) + 1
     rest = len(rows) - len(shown)
-    if rest:
+    if stopped:
+        shown.append(
+            f"... (more than {rest:,} more {what} not shown: the search stopped at "
+            f"{len(rows):,}; narrow the path or pattern to see them)"
+        )
+    elif rest:
         shown.append(
             f"... ({rest:,} more {what} not shown; narrow the path or pattern to see them)"
         )
@@ -371,7 +380,7 @@ class FilesystemTools:
         if not matches:
             return "No matches found"
         rows = [f"{m.path}:{m.line}:{_cut(m.text)}" for m in matches]
-        return _capped(rows, "matches")
+        return _capped(rows, "matches", stopped=result.truncated)
 
     async def glob_files(self, pattern: str, ctx: RuntimeContext, path: str | None = None) -> str:
         """Find files whose path matches a glob pattern; "**" spans directories.

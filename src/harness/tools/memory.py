@@ -24,7 +24,14 @@ from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
 from harness.tools._paths import tool_path
-from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager, scoped, user_prefix
+from harness.workspace import (
+    MAX_TEXT_BYTES,
+    MEMORY_DIR,
+    MEMORY_MD,
+    WorkspaceManager,
+    scoped,
+    user_prefix,
+)
 
 __all__ = ["MemoryTools"]
 
@@ -103,10 +110,11 @@ class MemoryTools:
             return error
         if not _MEMORY_FILE.match(rel):
             return f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
-        try:
-            text = await self.workspace.read_own(rel, ctx.user_id)
+        try:  # strict: the model is told why a file it can repair cannot be read
+            found = await self.workspace.get_bytes(rel, ctx.user_id, limit=MAX_TEXT_BYTES)
         except HarnessError as exc:  # a link out of the workspace, say: said of the path
             return f"Error: {exc}"
+        text = found[0].decode("utf-8", errors="replace") if found is not None else ""
         if not text:
             return f"Error: file not found: {path}"
         lines = text.splitlines()

@@ -22,6 +22,7 @@ from harness.layout import (
 )
 from harness.paths import normalize, resolve_inside
 from harness.workspace.manager import (
+    MAX_TEXT_BYTES,
     FileInfo,
     FileText,
     WorkspaceManager,
@@ -38,6 +39,7 @@ __all__ = [
     "CHILDREN_DIR",
     "KNOWLEDGE_DIR",
     "KNOWLEDGE_MD",
+    "MAX_TEXT_BYTES",
     "MEMORY_DIR",
     "MEMORY_MD",
     "SHARED_WITH_USERS",

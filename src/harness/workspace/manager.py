@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from harness.errors import StorageError, WorkspaceError
+from harness.errors import PathOutsideWorkspace, StorageError, UnusableFile, WorkspaceError
 from harness.filesystem._beneath import (
     append,
     directory_beneath,
@@ -40,11 +40,12 @@ from harness.filesystem._beneath import (
 )
 from harness.filesystem.base import MISSING, AbstractFilesystem
 from harness.filesystem.base import FileInfo as Entry
-from harness.filesystem.local import LocalFilesystem
+from harness.filesystem.local import DEFAULT_MAX_FILE_BYTES, LocalFilesystem
 from harness.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
 from harness.paths import normalize, resolve_inside
 
 __all__ = [
+    "MAX_TEXT_BYTES",
     "FileInfo",
     "FileText",
     "WorkspaceManager",
@@ -55,6 +56,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+MAX_TEXT_BYTES: Final = DEFAULT_MAX_FILE_BYTES
+"""The most the harness reads of a text file the model can write (memory, prompt files,
+declarations): what ``read_file`` would read of it. A bigger one is skipped, with a warning."""
 
 MAX_UPDATE_ATTEMPTS: Final = 50
 """Compare-and-set rounds an update tries before it gives up (each lost round means another
@@ -84,6 +89,9 @@ class WorkspaceManager:
             backend = LocalFilesystem(self.root)
         self.backend: AbstractFilesystem = backend
         self.generation = 0
+        self.unusable: dict[str, str] = {}
+        """Files a read had to skip (a directory where a file belongs, a FIFO, a link leading out
+        of its namespace, a file over its limit) and why, until a read finds them usable."""
         # One read-modify-write of a file at a time in this process (see update_text).
         self._updating: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -190,13 +198,38 @@ class WorkspaceManager:
 
     # -- one namespace exactly (no fallback to shared files): memory, transcripts, state -------
 
-    async def read_own(self, path: str, user_id: str | None = None) -> str | None:
-        """The text of the file in the user's own namespace; None when it does not exist."""
-        return await self._text(scoped(path, user_id))
+    async def read_own(
+        self, path: str, user_id: str | None = None, *, limit: int | None = MAX_TEXT_BYTES
+    ) -> str | None:
+        """The text of the file in the user's own namespace; None when it does not exist.
 
-    async def get_bytes(self, path: str, user_id: str | None = None) -> tuple[bytes, str] | None:
-        """A file of the user's namespace and its version (for compare-and-set writers)."""
-        return await self.backend.get(scoped(path, user_id))
+        Also None, with a warning naming the file, when it cannot be used (see
+        :meth:`_text`). ``limit``: the most bytes read (None: the backend's cap), for files
+        bigger than a memory file can be (transcripts, traces).
+        """
+        return await self._text(scoped(path, user_id), limit=limit)
+
+    async def get_bytes(
+        self, path: str, user_id: str | None = None, *, limit: int | None = None
+    ) -> tuple[bytes, str] | None:
+        """A file of the user's namespace and its version (for compare-and-set writers).
+
+        Strict, unlike the text reads: a file that cannot be used raises
+        (:class:`~harness.errors.UnusableFile`), for a caller that must not mistake it for a
+        missing one (a session, which would otherwise start over and be overwritten).
+        """
+        return await self.backend.get(scoped(path, user_id), limit=limit)
+
+    def unusable_in(self, user_id: str | None) -> dict[str, str]:
+        """The files of the user's namespace a read skipped, by namespace path, and why."""
+        prefix = user_prefix(user_id)
+        found = {}
+        for path, why in list(self.unusable.items()):
+            if prefix and path.startswith(prefix):
+                found[path[len(prefix) :]] = why
+            elif not prefix and not path.startswith(f"{USERS_DIR}/"):
+                found[path] = why
+        return found
 
     async def put_bytes(
         self, path: str, data: bytes, user_id: str | None = None, *, if_version: str | None = None
@@ -328,8 +361,25 @@ class WorkspaceManager:
         if not parts or parts[0] != AGENTS_DIR:
             self.generation += 1
 
-    async def _text(self, path: str) -> str | None:
-        found = await self.backend.get(path)
+    async def _text(self, path: str, *, limit: int | None = MAX_TEXT_BYTES) -> str | None:
+        """A text file, or None when it is missing or cannot be used.
+
+        The files read here are the model's to write, so one it broke (a directory where
+        ``MEMORY.md`` belongs, a FIFO, a link to another user's file, 600 MB of zeros) must not
+        stop the next call: it is skipped with one warning naming it, and kept in
+        :attr:`unusable` so the prompt can tell the model what to repair. A storage that fails
+        (a disk error, a store that does not answer) still raises.
+        """
+        try:
+            found = await self.backend.get(path, limit=limit)
+        except (UnusableFile, PathOutsideWorkspace) as exc:
+            why = str(exc)
+            if self.unusable.get(path) != why:
+                logger.warning("skipped %s: %s", path, why)
+            self.unusable[path] = why
+            return None
+        if self.unusable.pop(path, None) is not None:
+            logger.info("%s is usable again", path)
         return _decode(found[0]) if found is not None else None
 
     async def _ls(self, directory: str) -> list[Entry]:

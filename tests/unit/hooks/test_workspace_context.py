@@ -298,9 +298,11 @@ async def test_unchanged_files_are_not_read_again(
     reads: list[str] = []
     original = backend.get
 
-    async def spy(path: str, ctx: object = None) -> tuple[bytes, str] | None:
+    async def spy(
+        path: str, ctx: object = None, *, limit: int | None = None
+    ) -> tuple[bytes, str] | None:
         reads.append(path)
-        return await original(path)
+        return await original(path, limit=limit)
 
     monkeypatch.setattr(backend, "get", spy)
     for _ in range(5):
