@@ -18,6 +18,7 @@ from harness import (
     Msg,
     RuntimeContext,
     ScriptExhaustedError,
+    TurnNotSaved,
 )
 from harness.hooks import SessionPersistenceHook, SubagentsHook
 from harness.kernel import (
@@ -298,32 +299,60 @@ async def test_stream_yields_deltas_and_persists(workspace: Path) -> None:
     assert saved_texts(workspace, "agents/harness/context/st") == ["hi", "two words"]
 
 
-async def test_save_failure_after_success_is_logged_not_raised(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+async def test_a_reply_whose_save_failed_is_a_failed_call(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The reply is not presented as kept: the call raises, carrying it (it used to return)."""
     agent = HarnessAgent(
         memory=None, model=ScriptedChatModel([{"text": "fine"}]), workspace=workspace
     )
+    original = agent.sessions.save
+    saves: list[int] = []
+
+    async def full_at_the_end(*args: Any, **kwargs: Any) -> None:
+        saves.append(1)
+        if len(saves) > 1:  # the input before the model ran is saved; the reply is not
+            raise OSError("disk full")
+        await original(*args, **kwargs)
+
+    monkeypatch.setattr(agent.sessions, "save", full_at_the_end)
+    with pytest.raises(TurnNotSaved, match="could not be saved \\(the reply\\): disk full") as info:
+        await agent.call("hi")
+    assert isinstance(info.value.reply, Msg)
+    assert info.value.reply.text == "fine"
+    assert len(saves) == 2  # the Error that follows does not write the reply after all
+    assert saved_texts(workspace, "agents/harness/context/default") == ["hi"]
+
+
+async def test_no_model_request_before_the_session_is_saved(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedChatModel([{"text": "fine"}])
+    agent = HarnessAgent(memory=None, model=model, workspace=workspace)
 
     async def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(agent.sessions, "save", broken)
-    with caplog.at_level(logging.ERROR):
-        reply = await agent.call("hi")
-    assert reply.text == "fine"
-    assert "could not save session 'default' of agent 'harness': disk full" in caplog.text
+    with pytest.raises(TurnNotSaved, match="before the model ran"):
+        await agent.call("hi")
+    assert model.requests == []
 
 
 async def test_save_failure_after_error_is_noted_on_the_error(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = HarnessAgent(memory=None, model=ScriptedChatModel([]), workspace=workspace)
+    original = agent.sessions.save
+    saves: list[int] = []
 
-    async def broken(*args: object, **kwargs: object) -> None:
-        raise OSError("disk full")
+    async def broken_after_the_first(*args: Any, **kwargs: Any) -> None:
+        saves.append(1)
+        if len(saves) > 1:
+            raise OSError("disk full")
+        await original(*args, **kwargs)
 
-    monkeypatch.setattr(agent.sessions, "save", broken)
+    monkeypatch.setattr(agent.sessions, "save", broken_after_the_first)
     with pytest.raises(ScriptExhaustedError) as info:
         await agent.call("hi")
     assert "the session could not be saved: disk full" in (info.value.__notes__ or [])

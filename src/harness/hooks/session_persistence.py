@@ -11,8 +11,14 @@ memory in the first place.
 Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` in the user's namespace; see
 :class:`~harness.session.SessionStore` for the format and the atomicity rules.
 
-A save that fails after a successful call is logged as an error and does not take the reply
-away from the caller; after a failed call it is logged and noted on the original error.
+A save that fails is a failed call, never a success: :class:`~harness.errors.TurnNotSaved`,
+with the reply the model gave (``exc.reply``) for a caller that wants to show it as lost. Before
+a step, nothing is asked of the model until the session holds every step before it (a tool
+with side effects must never run twice after a crash); at the end, the caller is not told the
+turn was kept when it was not. The file then holds what the last successful save wrote (the
+user's input, and the steps before the failure): the Error that follows does not try again, so
+the file never holds more than the caller was told. After a call that failed for another
+reason, a failed save is logged and noted on the original error.
 
 Priority 900: it runs after every other hook (memory flush at 5 writes memory files before the
 snapshot), so what is saved is what the call ended with.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
+from harness.errors import TurnNotSaved
 from harness.kernel import Error, Event, Hook, PostCall, PreReasoning
 from harness.session import SessionStore
 
@@ -43,6 +50,8 @@ class SessionPersistenceHook(Hook):
     async def on_event(self, event: Event) -> None:
         if event.ctx.session_id is None:
             return
+        if isinstance(event, Error) and isinstance(event.error, TurnNotSaved):
+            return  # this hook's own failure: the file keeps what the caller was told
         try:
             # The agent holds the session's lease for the whole call: nobody else writes it.
             await self.store.save(event.ctx, event.memory, exclusive=True)
@@ -52,3 +61,8 @@ class SessionPersistenceHook(Hook):
             )
             if isinstance(event, Error):
                 event.error.add_note(f"the session could not be saved: {exc}")
+                return
+            when = "the reply" if isinstance(event, PostCall) else "the turn before the model ran"
+            reply = event.reply if isinstance(event, PostCall) else None
+            msg = f"session {event.ctx.session_id!r} could not be saved ({when}): {exc}"
+            raise TurnNotSaved(msg, reply=reply) from exc
