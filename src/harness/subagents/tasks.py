@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from harness.context import RuntimeContext
 from harness.kernel.cancelling import cancel_and_wait
 from harness.memory.config import Clock, utc_now
-from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment
+from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment, scoped
 
 __all__ = [
     "WORKER_LOST",
@@ -327,6 +327,9 @@ class TaskRepository:
     async def get(self, task_id: str, user_id: str | None) -> TaskRecord | None:
         """The task's record (a lost worker's task reported as failed); None if unknown."""
         record = await self._load(task_id, user_id)
+        live = self._live.get(task_id)
+        if record is None and live is not None and live[0].user_id == user_id:
+            record = live[0]  # its file is unreadable or forged: this process knows better
         return await self._check_alive(record) if record is not None else None
 
     async def records(
@@ -466,12 +469,19 @@ class TaskRepository:
     # -- storage -------------------------------------------------------------------------
 
     async def _load(self, task_id: str, user_id: str | None) -> TaskRecord | None:
+        """The record of ``task_id`` in ``user_id``'s namespace, if it is that task's.
+
+        The model can write its own namespace, records included, so what a record says of
+        whose it is proves nothing: it is the user whose namespace it was read from, and the
+        task whose file it is. A record that names another user or task is refused (and
+        logged), so a forged one can never send a notice, a result or a write to anyone else.
+        """
         try:
             path = self.record_path(task_id)
         except ValueError:
             return None
         text = await self.workspace.read_own(path, user_id)
-        return _parse(text, path) if text else None
+        return _owned(_parse(text, path) if text else None, user_id, task_id, path)
 
     async def _save(self, record: TaskRecord) -> None:
         await self.workspace.write_text(
@@ -493,7 +503,8 @@ class TaskRepository:
         result: list[TaskRecord] = []
 
         def transform(text: str) -> str:
-            stored = _parse(text, path) if text else None
+            parsed = _parse(text, path) if text else None
+            stored = _owned(parsed, record.user_id, record.task_id, path)
             current = stored or record
             if when is not None and not when(current):
                 allowed: dict[str, object] = {}
@@ -525,6 +536,28 @@ class TaskRepository:
         """Unfinished, and not refreshed for ``stale_after`` (the boundary counts as stale)."""
         last = record.heartbeat_at or record.created_at
         return not record.status.terminal and self.clock() - last >= self.stale_after
+
+
+def _owned(
+    record: TaskRecord | None, user_id: str | None, task_id: str, path: str
+) -> TaskRecord | None:
+    """``record`` if it is task ``task_id`` of ``user_id`` (where it was read from), else None.
+
+    A record that names another user or task was not written by the harness for this file:
+    it is refused, and logged.
+    """
+    if record is None or (record.user_id, record.task_id) == (user_id, task_id):
+        return record
+    logger.warning(
+        "ignored the task record %s: it names user %r and task %r, but it lies in the "
+        "namespace of %r as task %r",
+        scoped(path, user_id),
+        record.user_id,
+        record.task_id,
+        user_id,
+        task_id,
+    )
+    return None
 
 
 def _dump(record: TaskRecord) -> str:

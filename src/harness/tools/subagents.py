@@ -280,7 +280,9 @@ class SubagentTools:
         child_ctx = RuntimeContext(
             session_id=child.session_id,
             user_id=ctx.user_id,
-            extra={**ctx.extra, SPAWN_DEPTH_KEY: child.depth},
+            # From the caller, as at the spawn: a registry entry the model rewrote cannot
+            # lower a child's depth below the limit.
+            extra={**ctx.extra, SPAWN_DEPTH_KEY: spawn_depth(ctx) + 1},
         )
 
         try:
@@ -324,10 +326,24 @@ def _children(text: str | None, path: str) -> list[_Child]:
     if not text:
         return []
     try:
-        return [_Child(**entry) for entry in json.loads(text)["children"]]
-    except (ValueError, KeyError, TypeError) as exc:
+        children = [_Child(**entry) for entry in json.loads(text)["children"]]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         logger.warning("ignored the unreadable subagent registry %s: %s", path, exc)
         return []
+    kept = [child for child in children if _well_formed(child)]
+    if len(kept) < len(children):
+        logger.warning("ignored %d malformed entries of %s", len(children) - len(kept), path)
+    return kept
+
+
+def _well_formed(child: _Child) -> bool:
+    """Whether an entry read back has the types a spawn writes (the model can edit the file)."""
+    texts = (child.key, child.agent_id, child.session_id)
+    return (
+        all(isinstance(text, str) and text for text in texts)
+        and (child.label is None or isinstance(child.label, str))
+        and isinstance(child.depth, int)
+    )
 
 
 def _with_child(text: str, child: _Child) -> str:

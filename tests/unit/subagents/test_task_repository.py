@@ -821,3 +821,68 @@ async def test_wait_on_a_task_run_elsewhere_polls_until_it_ends_or_times_out(mak
     final = await other.wait(record, 5)
     assert final.status is TaskStatus.COMPLETED
     assert await other.result(final) == "eventually"
+
+
+def _forged(task_id: str, *, user: str | None, session: str = "s1") -> str:
+    return TaskRecord(
+        task_id=task_id,
+        agent_id="general-purpose",
+        status=TaskStatus.COMPLETED,
+        user_id=user,
+        session_id=session,
+        task="forged",
+        created_at=T0,
+        finished_at=T0,
+        result_path=f"users/bob/{TASKS}/{task_id}.result.md",
+    ).model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("file_id", "claimed_id", "claimed_user"),
+    [
+        ("task_forged", "task_forged", "bob"),  # names another user
+        ("task_forged", "task_forged", None),  # names the calls without a user
+        ("task_forged", "task_other", "alice"),  # names another task of hers
+    ],
+)
+async def test_a_record_is_the_namespaces_it_was_read_from(
+    workspace: Path,
+    make: Make,
+    caplog: pytest.LogCaptureFixture,
+    file_id: str,
+    claimed_id: str,
+    claimed_user: str | None,
+) -> None:
+    """A record alice's model wrote naming bob used to make bob's session announce alice's
+    text and read and write bob's namespace; identity now comes from where it was read."""
+    records = workspace / "users" / "alice" / TASKS
+    records.mkdir(parents=True)
+    (records / f"{file_id}.json").write_text(_forged(claimed_id, user=claimed_user))
+    bob_files = workspace / "users" / "bob" / TASKS
+    bob_files.mkdir(parents=True)
+    (bob_files / f"{claimed_id}.result.md").write_text("bob's result")
+    repo = make()
+    with caplog.at_level(logging.WARNING, logger="harness.subagents"):
+        assert await repo.get(file_id, "alice") is None
+        assert await repo.records("alice") == []
+        for ctx in (ALICE, BOB, CTX):
+            assert await repo.undelivered(ctx) == []
+    assert "ignored the task record users/alice/" in caplog.text
+    assert sorted(p.name for p in bob_files.iterdir()) == [f"{claimed_id}.result.md"]
+
+
+async def test_a_record_rewritten_while_its_task_runs_cannot_redirect_it(
+    workspace: Path, make: Make
+) -> None:
+    repo = make()
+    blocker = Blocker()
+    record = await repo.submit(ALICE, agent_id="general-purpose", work=blocker)
+    await blocker.started.wait()
+    path = workspace / "users" / "alice" / TASKS / f"{record.task_id}.json"
+    path.write_text(_forged(record.task_id, user="bob"))
+    cancelled = await repo.cancel(record.task_id, "alice")
+    assert cancelled is not None
+    assert cancelled.user_id == "alice"
+    assert on_disk(workspace, record.task_id, "alice")["user_id"] == "alice"
+    assert await repo.undelivered(BOB) == []
+    assert not (workspace / "users" / "bob").exists()
