@@ -32,6 +32,7 @@ __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
     "CHILDREN_DIR",
+    "KEPT_BY_HARNESS",
     "KNOWLEDGE_DIR",
     "KNOWLEDGE_MD",
     "MEMORY_DIR",
@@ -42,6 +43,7 @@ __all__ = [
     "TASKS_DIR",
     "TRACES_DIR",
     "USERS_DIR",
+    "kept_by_harness",
     "safe_segment",
     "session_dir",
     "shared_with_users",
@@ -70,6 +72,23 @@ SHARED_WITH_USERS: Final = (AGENTS_MD, KNOWLEDGE_DIR, SKILLS_DIR, SUBAGENTS_DIR)
 persona, knowledge, skills and subagent declarations. Nothing else of the shared workspace is
 a user's to see: not ``MEMORY.md`` or ``memory/`` (the memory of calls made without a user),
 not ``agents/`` (their sessions, transcripts, tasks and traces), not ``large_tool_results/``."""
+
+
+KEPT_BY_HARNESS: Final = AGENTS_DIR
+"""The directory of a namespace that only the harness writes: sessions, transcripts, task
+records, subagent registries, traces. The model reads it (``read_file``, ``grep_files``) but
+never writes it, through the file tools or from the sandbox (bound read-only there): a file
+it could put there (a directory where a session file belongs, a forged task record) could
+otherwise stop the user's every call or speak for another user."""
+
+
+def kept_by_harness(path: str) -> bool:
+    """Whether a namespace-relative path is in :data:`KEPT_BY_HARNESS`, in any letter case.
+
+    A disk may ignore the case of names, so ``Agents/`` may be the same directory.
+    """
+    top = path.replace("\\", "/").strip().strip("/").split("/", 1)[0]
+    return top.casefold() == KEPT_BY_HARNESS
 
 
 def shared_with_users(path: str, also: Iterable[str] = ()) -> bool:

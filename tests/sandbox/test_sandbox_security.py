@@ -157,3 +157,55 @@ async def test_no_capabilities_and_own_process_tree(
     lines = result.output.splitlines()
     assert lines[0].split()[1] == "0000000000000000"
     assert int(lines[1]) < 10  # only the sandbox's own few processes, none of the host's
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo forged > agents/harness/tasks/task_x.json",
+        "mkdir -p agents/harness/context/s && echo x > agents/harness/context/s/messages.jsonl",
+        "rm -rf agents",
+        "mv agents gone",
+        "ln -s ../bob/agents/harness agents/harness",
+        "mkfifo agents/fifo",
+    ],
+)
+async def test_the_harness_records_are_read_only_to_commands(
+    tmp_path: Path, sandbox: SandboxFilesystem, alice: RuntimeContext, command: str
+) -> None:
+    """A command can read ``agents/`` (its own sessions, tasks) but never write there: a file
+    it put there could stop the user's calls or forge a record naming another user."""
+    records = tmp_path / "workspace" / "users" / "alice" / "agents"
+    records.mkdir(parents=True, exist_ok=True)
+    (records / "kept.txt").write_text("kept\n")
+    before = sorted(str(p.relative_to(records)) for p in records.rglob("*"))
+    result = await sandbox.execute(command, ctx=alice)
+    assert result.exit_code != 0, result.output
+    assert sorted(str(p.relative_to(records)) for p in records.rglob("*")) == before
+    read = await sandbox.execute("cat agents/kept.txt", ctx=alice)
+    assert read.output == "kept"
+
+
+@pytest.mark.parametrize("obstacle", ["file", "link", "fifo"])
+async def test_an_obstacle_where_the_records_belong_is_moved_aside(
+    tmp_path: Path, sandbox: SandboxFilesystem, alice: RuntimeContext, obstacle: str
+) -> None:
+    """Something other than a directory at ``agents`` (left from before) is set aside, not
+    followed or bound: a link there would otherwise mount its target into the sandbox."""
+    namespace = tmp_path / "workspace" / "users" / "alice"
+    other = tmp_path / "workspace" / "users" / "bob" / "agents"
+    other.mkdir(parents=True)
+    (other / "bob.txt").write_text("bob's record")
+    namespace.mkdir(parents=True, exist_ok=True)
+    if obstacle == "file":
+        (namespace / "agents").write_text("not a directory")
+    elif obstacle == "link":
+        (namespace / "agents").symlink_to(other)
+    else:
+        os.mkfifo(namespace / "agents")
+    result = await sandbox.execute("ls -a agents; ls", ctx=alice)
+    assert "bob.txt" not in result.output
+    assert (namespace / "agents").is_dir()
+    assert not (namespace / "agents").is_symlink()
+    assert [p.name.split("-")[0] for p in namespace.glob("agents.moved-*")] == ["agents.moved"]
+    assert (other / "bob.txt").read_text() == "bob's record"

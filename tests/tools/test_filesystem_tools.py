@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness import RuntimeContext
 from harness.filesystem.base import FileInfo, GrepMatch, GrepResult, ListResult
@@ -408,3 +410,33 @@ async def test_tools_run_through_the_toolkit_with_the_calls_context(workspace: P
     assert (await toolkit.call(edit, ALICE)).output == "Edited n.md (1 replacement(s))"
     listing = ToolUseBlock(id="c4", name="list_files", input={})
     assert (await toolkit.call(listing, BOB)).output == "Empty or not a directory: /"
+
+
+_KEPT_SPELLINGS = st.sampled_from(["agents", "Agents", "AGENTS", "./agents", "/agents", "agents/"])
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    top=_KEPT_SPELLINGS,
+    rest=st.sampled_from(["harness/tasks/t.json", "harness/context/s/messages.jsonl", "x.md"]),
+    caller=st.sampled_from([ALICE, SHARED]),
+)
+async def test_the_harness_records_cannot_be_written_by_the_tools(
+    tmp_path_factory: pytest.TempPathFactory, top: str, rest: str, caller: RuntimeContext
+) -> None:
+    """``agents/`` is the harness's: a forged task record or a directory where a session file
+    belongs could speak for another user or stop every call, so the tools write elsewhere."""
+    workspace = tmp_path_factory.mktemp("kept")
+    tools = FilesystemTools(LocalFilesystem(workspace))
+    path = f"{top.rstrip('/')}/{rest}"
+    written = await tools.write_file(path, "forged", caller)
+    assert written.startswith("Error:"), written
+    assert "where the harness keeps its own records" in written
+    edited = await tools.edit_file(path, "a", "b", caller)
+    assert "where the harness keeps its own records" in edited
+    assert not any(p.is_file() for p in workspace.rglob("*"))
+    assert (
+        await tools.write_file("notes/agents.md", "fine", caller)
+    ) == "Written to notes/agents.md"

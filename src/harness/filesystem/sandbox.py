@@ -31,15 +31,19 @@ Without bubblewrap nothing is run: ``execute`` answers exit code 127 with how to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
+import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from harness.context import RuntimeContext
+from harness.filesystem._beneath import directory_beneath, lstat
 from harness.filesystem.base import ExecuteResult, IsolationScope, namespace_prefix
 from harness.filesystem.shell import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -47,7 +51,7 @@ from harness.filesystem.shell import (
     _CommandRunner,
     run_command,
 )
-from harness.layout import USERS_DIR
+from harness.layout import KEPT_BY_HARNESS, USERS_DIR
 
 __all__ = [
     "BWRAP_INSTALL_HINT",
@@ -124,6 +128,31 @@ def _identity_files() -> dict[str, bytes]:
         "/etc/group": group.encode(),
         "/etc/hosts": hosts.encode(),
     }
+
+
+def hold_kept_directory(namespace_dir: Path) -> int:
+    """A descriptor of the namespace's ``agents/``, a real directory reached following no link.
+
+    The sandbox binds this very directory read-only (by descriptor, so no link swapped in can
+    redirect the mount): commands read the harness's records but cannot write, replace or
+    forge them. Whatever else stands at that name (a file, a FIFO, a link a command made
+    before) is moved aside to ``agents.moved-<time>`` with a warning, not deleted, and a
+    directory made in its place.
+    """
+    with directory_beneath(namespace_dir, namespace_dir, create=True) as namespace:
+        found = lstat(namespace, KEPT_BY_HARNESS)
+        if found is not None and not stat.S_ISDIR(found.st_mode):
+            aside = f"{KEPT_BY_HARNESS}.moved-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            os.rename(KEPT_BY_HARNESS, aside, src_dir_fd=namespace, dst_dir_fd=namespace)
+            logger.warning(
+                "moved %s aside to %s: the harness keeps its records there, in a directory",
+                namespace_dir / KEPT_BY_HARNESS,
+                aside,
+            )
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(KEPT_BY_HARNESS, 0o755, dir_fd=namespace)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.open(KEPT_BY_HARNESS, flags, dir_fd=namespace)
 
 
 def _missing(bwrap: str) -> ExecuteResult:
@@ -220,6 +249,7 @@ class SandboxFilesystem(_CommandRunner):
         system: tuple[str, ...] = (),
         data_fds: Mapping[str, int] | None = None,
         hide_users: bool = False,
+        kept_fd: int | None = None,
     ) -> list[str]:
         """The bubblewrap options of one command (everything but the program and the command).
 
@@ -229,6 +259,8 @@ class SandboxFilesystem(_CommandRunner):
             system: The options for the top-level system directories.
             data_fds: Readable descriptors whose data becomes a read-only file, by its path.
             hide_users: Cover ``/workspace/users`` (a call without a user at the shared root).
+            kept_fd: A descriptor of the namespace's ``agents/`` (the harness's records),
+                bound over it read-only.
         """
         args = [
             "--unshare-all",
@@ -252,6 +284,8 @@ class SandboxFilesystem(_CommandRunner):
         if hide_users:
             users = f"{SANDBOX_WORKSPACE}/{USERS_DIR}"
             args += ["--tmpfs", users, "--remount-ro", users]
+        if kept_fd is not None:
+            args += ["--ro-bind-fd", str(kept_fd), f"{SANDBOX_WORKSPACE}/{KEPT_BY_HARNESS}"]
         args += ["--remount-ro", "/"]  # the sandbox's own root: nothing new appears at the top
         workdir = f"{SANDBOX_WORKSPACE}/{subdir}" if subdir else SANDBOX_WORKSPACE
         args += ["--chdir", workdir, "--clearenv"]
@@ -273,12 +307,14 @@ class SandboxFilesystem(_CommandRunner):
             return _missing(self.bwrap)
         if isinstance(self._checked, str):
             return ExecuteResult(output=self._checked, exit_code=MISSING_EXIT_CODE)
-        fds: dict[str, int] = {}
+        data: dict[str, int] = {}
+        kept: int | None = None
         try:
-            for path, data in _identity_files().items():
+            kept = await asyncio.to_thread(hold_kept_directory, namespace_dir)
+            for path, content in _identity_files().items():
                 read_end, write_end = os.pipe()
-                fds[path] = read_end
-                os.write(write_end, data)  # a few bytes: fits the pipe, never blocks
+                data[path] = read_end
+                os.write(write_end, content)  # a few bytes: fits the pipe, never blocks
                 os.close(write_end)
             hide_users = (
                 ctx is not None
@@ -291,8 +327,9 @@ class SandboxFilesystem(_CommandRunner):
                     namespace_dir,
                     subdir,
                     system=host.system,
-                    data_fds=fds,
+                    data_fds=data,
                     hide_users=hide_users,
+                    kept_fd=kept,
                 ),
                 "--",
                 "/bin/sh",
@@ -305,11 +342,11 @@ class SandboxFilesystem(_CommandRunner):
                     timeout=timeout,
                     max_output_chars=self.max_output_chars,
                     env={},
-                    pass_fds=tuple(fds.values()),
+                    pass_fds=(*data.values(), kept),
                     started=started,
                 )
             except FileNotFoundError:
                 return _missing(self.bwrap)
         finally:
-            for fd in fds.values():
+            for fd in [*data.values(), *([] if kept is None else [kept])]:
                 os.close(fd)

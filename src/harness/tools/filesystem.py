@@ -49,7 +49,7 @@ from harness.filesystem.base import (
     ShellFilesystem,
     check_path,
 )
-from harness.layout import USERS_DIR, shared_with_users
+from harness.layout import KEPT_BY_HARNESS, USERS_DIR, kept_by_harness, shared_with_users
 from harness.paths import normalize
 
 __all__ = [
@@ -176,18 +176,28 @@ class FilesystemTools:
 
     # -- path checks ---------------------------------------------------------------------
 
-    def _check(self, path: str, ctx: RuntimeContext, *, required: bool = False) -> str | None:
+    def _check(
+        self, path: str, ctx: RuntimeContext, *, required: bool = False, writing: bool = False
+    ) -> str | None:
         """The error text for a path no backend should be given, or None when it is fine.
 
         The backend checks again; checking here gives every backend the same answer and keeps
-        a path that cannot be right from reaching storage at all.
+        a path that cannot be right from reaching storage at all. ``writing``: the harness's
+        own records (:data:`~harness.layout.KEPT_BY_HARNESS`) are refused too, whatever the
+        backend.
         """
         if required and not path.strip():
             return "Error: path is required"
         try:
             check_path(path, self.fs.scope, ctx)
+            kept = writing and kept_by_harness(normalize(path))
         except HarnessError as exc:
             return f"Error: {exc}"
+        if kept:
+            return (
+                f"Error: {path} is in {KEPT_BY_HARNESS}/, where the harness keeps its own "
+                "records (sessions, transcripts, tasks, traces); read them, but write elsewhere"
+            )
         for segment in path.replace("\\", "/").split("/"):
             size = len(segment.encode("utf-8", "surrogatepass"))
             if size > MAX_NAME_BYTES:
@@ -294,7 +304,7 @@ class FilesystemTools:
             path: The new file, relative to the workspace.
             content: The whole text of the file.
         """
-        if (problem := self._check(path, ctx, required=True)) is not None:
+        if (problem := self._check(path, ctx, required=True, writing=True)) is not None:
             return problem
         try:
             result = await self.fs.write(path, content, ctx)
@@ -325,7 +335,7 @@ class FilesystemTools:
             new_string: The text to put in its place.
             replace_all: Replace every occurrence instead of exactly one (default false).
         """
-        if (problem := self._check(path, ctx, required=True)) is not None:
+        if (problem := self._check(path, ctx, required=True, writing=True)) is not None:
             return problem
         old = old_string.replace("\r\n", "\n")
         new = new_string.replace("\r\n", "\n")
