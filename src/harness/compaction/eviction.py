@@ -350,7 +350,7 @@ async def _is_placeholder(
     if path != ref.path or not path.startswith(f"{config.directory}/"):
         return False
     try:
-        stored = await workspace.read_own(path, user_id)
+        stored = await workspace.read_own(path, user_id, limit=None)  # evicted: big by nature
     except (OSError, ValueError):  # a name the file system refuses is not one we wrote
         return False
     return stored is not None and len(stored) == ref.chars

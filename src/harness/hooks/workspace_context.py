@@ -256,6 +256,7 @@ class WorkspaceContextHook(Hook):
         view = self._view(event, live)
         tools = frozenset(tool.name for tool in event.tools)
         agents = live.texts.get(AGENTS_MD, "")
+        unusable = tuple(sorted(self.workspace.unusable_in(event.ctx.user_id).items()))
         key = (
             agents,
             view.shown.version,
@@ -263,11 +264,14 @@ class WorkspaceContextHook(Hook):
             event.ctx.session_id,
             event.ctx.user_id,
             tools,
+            unusable,
         )
         blocks = self._sections.get(key)
         if blocks is None:
             texts = {**view.shown.texts, AGENTS_MD: agents}
-            blocks = self.render(event, texts, view.shown.knowledge_files, tools, view.date)
+            blocks = self.render(
+                event, texts, view.shown.knowledge_files, tools, view.date, unusable
+            )
             _remember(self._sections, key, blocks)
         return blocks, view
 
@@ -341,14 +345,29 @@ class WorkspaceContextHook(Hook):
         knowledge_files: Sequence[str],
         tools: AbstractSet[str],
         today: str,
+        unusable: Sequence[tuple[str, str]] = (),
     ) -> tuple[str, ...]:
-        """The section's blocks: three (shared, user, session), or one in the legacy layout."""
+        """The section's blocks: three (shared, user, session), or one in the legacy layout.
+
+        ``unusable``: files of the caller's namespace that were skipped because they cannot be
+        read (:attr:`WorkspaceManager.unusable`), told to the model in the session's block so
+        it can repair what it broke.
+        """
         root = str(self.workspace.root)
         agent = [f"This is the {self.agent_name} agent, working in the workspace {root}."]
         environment = [self._static]
         if self.config.environment:
             environment.append(self.config.environment.strip())
         session = [f"Session ID: {event.ctx.session_id}"] if event.ctx.session_id else []
+        if unusable:
+            skipped = "\n".join(f"- {path}: {why}" for path, why in unusable)
+            session.append(
+                _element(
+                    "unusable_files",
+                    "These files of the workspace could not be read and were left out; "
+                    f"repair or remove them:\n{skipped}",
+                )
+            )
         user = [f"User ID: {event.ctx.user_id}"] if event.ctx.user_id else []
 
         knowledge = text.get(KNOWLEDGE_MD, "")

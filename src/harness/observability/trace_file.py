@@ -200,7 +200,7 @@ async def read_trace(
     """
     path = trace_path(agent, session_id)
     where = scoped(path, user_id)
-    text = await workspace.read_own(path, user_id)
+    text = await workspace.read_own(path, user_id, limit=None)  # traces grow with the session
     if text is None:
         return where, None
     records: list[dict[str, Any]] = []

@@ -43,7 +43,7 @@ class CompactionLog:
 
     async def read(self, session_id: str, user_id: str | None = None) -> list[dict[str, Any]]:
         """The session's records, oldest first; unreadable lines are left out."""
-        text = await self.workspace.read_own(self.path(session_id), user_id) or ""
+        text = await self.workspace.read_own(self.path(session_id), user_id, limit=None) or ""
         records = []
         for line in text.splitlines():
             try:

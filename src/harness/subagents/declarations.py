@@ -226,14 +226,26 @@ class SubagentCatalog:
     async def entries(self, user_id: str | None) -> dict[str, Declaration]:
         """Every subagent the caller may spawn, by name, in the order the prompt lists them.
 
-        Raises:
-            ConfigError: Two declarations share a name.
+        A file declaring a name already taken (by the operator's declarations, the built-in
+        one, or a file earlier in name order) is skipped with a warning: the model writes these
+        files, and one it got wrong must not stop every later call.
         """
         cached = self._cache.get(user_id)
         now = time.monotonic()
         if cached is not None and now - cached[0] < self.refresh_seconds:
             return cached[1]
-        entries = _by_name([*self._fixed.values(), *await self._load_files(user_id)])
+        entries = dict(self._fixed)
+        for spec in await self._load_files(user_id):
+            earlier = entries.get(spec.name)
+            if earlier is not None:
+                logger.warning(
+                    "skipped subagent declaration %s: the name %r is taken by %s; rename it",
+                    spec.source,
+                    spec.name,
+                    earlier.source,
+                )
+                continue
+            entries[spec.name] = spec
         self._cache[user_id] = (now, entries)
         return entries
 

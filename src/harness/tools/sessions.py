@@ -107,7 +107,7 @@ class SessionTools:
         return header + "\n" + "\n".join(lines)
 
     async def _entries(self, path: str, ctx: RuntimeContext) -> list[dict[str, str]]:
-        text = await self.workspace.read_own(path, ctx.user_id) or ""
+        text = await self.workspace.read_own(path, ctx.user_id, limit=None) or ""  # transcripts
         entries = []
         for line in text.splitlines():
             try:

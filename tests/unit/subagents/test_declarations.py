@@ -265,36 +265,41 @@ async def test_only_markdown_files_directly_in_subagents_are_read(workspace: Pat
         assert list(await catalog(workspace).entries(user)) == [GENERAL_PURPOSE, "top"]
 
 
-async def test_two_files_with_one_name_are_an_error_naming_both(workspace: Path) -> None:
-    write_agent(workspace, "subagents/first.md", "same")
-    write_agent(workspace, "subagents/second.md", "same")
-    with pytest.raises(ConfigError) as raised:
-        await catalog(workspace).entries(None)
-    message = str(raised.value)
-    assert "'same'" in message
-    assert "subagents/first.md" in message
-    assert "subagents/second.md" in message
+async def test_two_files_with_one_name_keep_the_first_and_warn_naming_both(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A name declared twice skips the later file; it used to fail every call of every user."""
+    write_agent(workspace, "subagents/first.md", "same", "The first.")
+    write_agent(workspace, "subagents/second.md", "same", "The second.")
+    write_agent(workspace, "subagents/other.md", "other")
+    with caplog.at_level(logging.WARNING, logger="harness.subagents"):
+        entries = await catalog(workspace).entries(None)
+    assert list(entries) == [GENERAL_PURPOSE, "same", "other"]
+    assert entries["same"].description == "The first."
+    assert "subagents/second.md" in caplog.text
+    assert "taken by subagents/first.md" in caplog.text
 
 
-async def test_a_file_and_a_python_declaration_with_one_name_are_an_error(
-    workspace: Path,
+async def test_a_file_cannot_take_a_python_declarations_name(
+    workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     write_agent(workspace, "subagents/researcher.md", "researcher")
     python = SubagentSpec(name="researcher", description="From Python.", source="my_app.py")
-    with pytest.raises(ConfigError) as raised:
-        await catalog(workspace, python).entries(None)
-    assert "'researcher'" in str(raised.value)
-    assert "my_app.py" in str(raised.value)
-    assert "subagents/researcher.md" in str(raised.value)
+    with caplog.at_level(logging.WARNING, logger="harness.subagents"):
+        entries = await catalog(workspace, python).entries(None)
+    assert entries["researcher"].description == "From Python."
+    assert "subagents/researcher.md" in caplog.text
+    assert "my_app.py" in caplog.text
 
 
-async def test_a_file_named_like_the_built_in_is_an_error(workspace: Path) -> None:
+async def test_a_file_cannot_take_the_built_in_name(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     write_agent(workspace, "subagents/mine.md", GENERAL_PURPOSE)
-    with pytest.raises(ConfigError) as raised:
-        await catalog(workspace).entries(None)
-    assert f"'{GENERAL_PURPOSE}'" in str(raised.value)
-    assert "built-in" in str(raised.value)
-    assert "subagents/mine.md" in str(raised.value)
+    with caplog.at_level(logging.WARNING, logger="harness.subagents"):
+        entries = await catalog(workspace).entries(None)
+    assert entries[GENERAL_PURPOSE].source != "subagents/mine.md"
+    assert "subagents/mine.md" in caplog.text
     # without the built-in the same file is an ordinary subagent
     plain = SubagentCatalog(WorkspaceManager(workspace), refresh_seconds=0)
     assert list(await plain.entries(None)) == [GENERAL_PURPOSE]
@@ -353,13 +358,12 @@ async def test_a_users_file_hides_the_shared_file_for_that_user_only(workspace: 
         assert entries["helper"].description == "Shared helper."
 
 
-async def test_a_users_duplicate_fails_only_that_users_catalog(workspace: Path) -> None:
-    write_agent(workspace, "subagents/helper.md", "helper")
-    write_agent(workspace, f"{user_prefix('alice')}subagents/other.md", "helper")
+async def test_a_users_duplicate_is_skipped_for_that_user_only(workspace: Path) -> None:
+    write_agent(workspace, "subagents/helper.md", "helper", "Shared.")
+    write_agent(workspace, f"{user_prefix('alice')}subagents/other.md", "helper", "Alice's.")
     cat = catalog(workspace)
-    with pytest.raises(ConfigError, match=r"users/alice/subagents/other\.md"):
-        await cat.entries("alice")
-    assert "helper" in await cat.entries("bob")
+    assert (await cat.entries("alice"))["helper"].description == "Shared."
+    assert (await cat.entries("bob"))["helper"].description == "Shared."
 
 
 async def test_a_user_id_that_is_not_a_plain_segment_is_looked_up_safely(
@@ -392,15 +396,19 @@ async def test_within_refresh_seconds_the_files_are_not_read_again(workspace: Pa
     assert list(await cat.entries("alice")) == ["first", "second"]
 
 
-async def test_a_failed_refresh_is_reported_again_until_fixed(workspace: Path) -> None:
-    write_agent(workspace, "subagents/a.md", "same")
-    write_agent(workspace, "subagents/b.md", "same")
+async def test_a_skipped_duplicate_is_reported_again_until_fixed(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_agent(workspace, "subagents/a.md", "same", "A.")
+    write_agent(workspace, "subagents/b.md", "same", "B.")
     cat = catalog(workspace)
     for _ in range(2):
-        with pytest.raises(ConfigError):
-            await cat.entries(None)
-    (workspace / "subagents" / "b.md").unlink()
-    assert list(await cat.entries(None)) == [GENERAL_PURPOSE, "same"]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="harness.subagents"):
+            assert (await cat.entries(None))["same"].description == "A."
+        assert "subagents/b.md" in caplog.text
+    (workspace / "subagents" / "a.md").unlink()
+    assert (await cat.entries(None))["same"].description == "B."
 
 
 async def test_an_empty_file_is_skipped_with_a_warning(
