@@ -13,6 +13,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     │   └── RateLimitError          the provider refused for rate or quota reasons
     ├── ScriptExhaustedError        a scripted model has no turn that answers the request
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
+    ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
     ├── WorkspaceError
     │   ├── PathOutsideWorkspace    a path escapes the workspace root
     │   │   └── OtherNamespace      a path into a namespace the call may not see
@@ -39,6 +40,7 @@ __all__ = [
     "ContextOverflowError",
     "FrontMatterError",
     "HarnessError",
+    "InvalidText",
     "MCPServerUnavailable",
     "MCPToolError",
     "ModelError",
@@ -81,6 +83,15 @@ class ScriptExhaustedError(ModelError):
 
 class AgentInterrupted(HarnessError):
     """A call was stopped by ``interrupt()`` before it finished."""
+
+
+class InvalidText(HarnessError, ValueError):
+    """Text that cannot be stored: it holds a lone surrogate, which has no UTF-8 form.
+
+    Refused where it enters (a user's input, an id), so it is never discovered when a session
+    is saved. What the harness itself takes in (tool output, file names, the model's answer)
+    is escaped instead.
+    """
 
 
 class WorkspaceError(HarnessError):

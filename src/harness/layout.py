@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from typing import Final
 from urllib.parse import quote, unquote
 
+from harness.errors import InvalidText
+
 __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
@@ -123,7 +125,8 @@ def safe_segment(name: str) -> str:
     not shortened, and the full digest keeps two long ids apart.
 
     Raises:
-        ValueError: The id is empty, or not valid text (a lone surrogate).
+        ValueError: The id is empty.
+        InvalidText: The id is not valid text (a lone surrogate).
     """
     if not name:
         msg = "an id used in a path must not be empty"
@@ -132,7 +135,7 @@ def safe_segment(name: str) -> str:
         encoded = name.encode("utf-8")
     except UnicodeEncodeError:
         msg = f"the id {name[:40]!r} is not valid text (it holds a lone surrogate); use UTF-8"
-        raise ValueError(msg) from None
+        raise InvalidText(msg) from None
     if _SAFE.fullmatch(name) and name not in (".", ".."):
         segment = name
     else:

@@ -19,6 +19,7 @@ from harness.kernel.events import (
 )
 from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain, HookHost
 from harness.kernel.message import (
+    SYNTHETIC,
     ContentBlock,
     ImageBlock,
     Msg,
@@ -30,6 +31,8 @@ from harness.kernel.message import (
     as_messages,
     drop_unanswered_tail,
     new_id,
+    storable,
+    written_by_harness,
 )
 from harness.kernel.model import (
     CACHE_KEY,
@@ -60,6 +63,7 @@ __all__ = [
     "DEFAULT_HOOK_PRIORITY",
     "DEFAULT_MAX_ITERS",
     "INVALID_ARGUMENTS_KEY",
+    "SYNTHETIC",
     "ChatChunk",
     "ChatModel",
     "ChatResponse",
@@ -102,4 +106,6 @@ __all__ = [
     "new_call_id",
     "new_id",
     "report",
+    "storable",
+    "written_by_harness",
 ]

@@ -34,7 +34,14 @@ from harness.kernel.events import (
     PreReasoning,
 )
 from harness.kernel.hooks import Hook, HookChain
-from harness.kernel.message import Msg, ToolUseBlock, as_messages, drop_unanswered_tail
+from harness.kernel.message import (
+    SYNTHETIC,
+    Msg,
+    ToolUseBlock,
+    as_messages,
+    drop_unanswered_tail,
+    storable,
+)
 from harness.kernel.model import ChatModel, ChatResponse
 from harness.kernel.streaming import (
     STREAM,
@@ -256,7 +263,10 @@ class ReActAgent:
         memory, emit = call.memory, call.emit
         messages = [self.system_message, *memory] if self.system_message else list(memory)
         if final:
-            messages.append(Msg(role="user", name="system_hint", content=MAX_ITERS_HINT))
+            hint = {SYNTHETIC: True}
+            messages.append(
+                Msg(role="user", name="system_hint", content=MAX_ITERS_HINT, metadata=hint)
+            )
         event = PreReasoning(
             ctx=call.ctx,
             agent=self.name,
@@ -293,7 +303,7 @@ class ReActAgent:
             if usage.cache_read_tokens or usage.cache_write_tokens:
                 metadata["usage"]["cache_read_tokens"] = usage.cache_read_tokens
                 metadata["usage"]["cache_write_tokens"] = usage.cache_write_tokens
-        content = response.content
+        content = storable(response.content)  # a lone surrogate in its JSON would fail the save
         if final:
             # A tool call made anyway will not run; kept in memory without a result, it would
             # make every later request to the provider invalid.
@@ -352,9 +362,10 @@ class ReActAgent:
             latency_s=time.perf_counter() - started,
         )
         await self.hooks.dispatch(event)
+        result = storable(event.result)  # a file name that is not UTF-8, say: escaped, not lost
         if emit is not None:
-            emit(ToolFinished(event.result))
-        return Msg.tool_result(event.result)
+            emit(ToolFinished(result))
+        return Msg.tool_result(result)
 
 
 def _step_report(step: int, message: Msg, response: ChatResponse, latency: float) -> dict[str, Any]:

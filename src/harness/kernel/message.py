@@ -10,14 +10,18 @@ per message. Every message serializes to JSON and back without loss::
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness.errors import InvalidText
+
 __all__ = [
+    "SYNTHETIC",
     "ContentBlock",
     "ImageBlock",
     "Msg",
@@ -29,6 +33,8 @@ __all__ = [
     "as_messages",
     "drop_unanswered_tail",
     "new_id",
+    "storable",
+    "written_by_harness",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -159,20 +165,96 @@ class Msg(BaseModel):
         return cls(role="tool", name=result.name, content=[result])
 
 
+SYNTHETIC: Final = "synthetic"
+"""The metadata key (``True``) of a message the harness wrote itself in the user's turn: a task
+notice, a reminder, a workspace note. Such a message is never the user's words."""
+
+
+def written_by_harness(message: Msg) -> bool:
+    """Whether the harness wrote ``message`` (:data:`SYNTHETIC`), not the user or the model.
+
+    The flag is set only by the harness's own code; a user sends text, and the HTTP APIs and
+    the CLI build messages from text, so no user can set it.
+    """
+    return message.metadata.get(SYNTHETIC) is True
+
+
 def as_messages(value: str | Msg | Sequence[Msg] | None) -> list[Msg]:
-    """Normalize a call's input: a string is one user message, ``None`` is no new input."""
+    """Normalize a call's input: a string is one user message, ``None`` is no new input.
+
+    Raises:
+        InvalidText: The input holds text that cannot be stored (a lone surrogate): refused
+            here, before anything runs, rather than found when the session is saved.
+    """
     if value is None:
         return []
     if isinstance(value, str):
-        return [Msg(role="user", content=value)]
-    if isinstance(value, Msg):
-        return [value]
-    messages = list(value)
-    for item in messages:
-        if not isinstance(item, Msg):
-            msg = f"expected str, Msg or a list of Msg, got a list containing {type(item).__name__}"
-            raise TypeError(msg)
+        messages = [Msg(role="user", content=value)]
+    elif isinstance(value, Msg):
+        messages = [value]
+    else:
+        messages = list(value)
+        for item in messages:
+            if not isinstance(item, Msg):
+                kind = type(item).__name__
+                msg = f"expected str, Msg or a list of Msg, got a list containing {kind}"
+                raise TypeError(msg)
+    for message in messages:
+        if storable(message) is not message:
+            shown = repr(message.text[:60])
+            msg = (
+                f"the input {shown} holds a lone surrogate, which is not text and cannot be "
+                "saved; send valid UTF-8 (decode bytes with errors='replace')"
+            )
+            raise InvalidText(msg)
     return messages
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+_T = TypeVar("_T")
+
+
+def storable(value: _T) -> _T:
+    r"""``value`` with every lone surrogate in its strings escaped; ``value`` itself if none.
+
+    A lone surrogate has no UTF-8 form, so a message holding one cannot be saved, and every
+    later save of its session would fail. They reach Python from bytes that are not UTF-8:
+    a file name (``\udc80`` for the byte 0x80, written ``\x80`` here), a tool's output, a
+    model's JSON (``\ud800``). Works on strings, lists, dicts and messages and their blocks; what
+    holds none is returned as it is (the same object), which keeps the cost to one scan.
+    """
+    if isinstance(value, str):
+        if value.isascii() or _SURROGATE.search(value) is None:
+            return value
+        return _SURROGATE.sub(_escaped, value)  # type: ignore[return-value]
+    if isinstance(value, list):
+        items = [storable(item) for item in value]
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return items if changed else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        pairs = [(storable(key), storable(item)) for key, item in value.items()]
+        changed = any(
+            k is not old_k or v is not old_v
+            for (k, v), (old_k, old_v) in zip(pairs, value.items(), strict=True)
+        )
+        return dict(pairs) if changed else value  # type: ignore[return-value]
+    if isinstance(value, BaseModel):
+        updates = {}
+        for field in type(value).model_fields:
+            old = getattr(value, field)
+            new = storable(old)
+            if new is not old:
+                updates[field] = new
+        return value.model_copy(update=updates) if updates else value
+    return value
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as os.fsdecode keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
 
 
 def drop_unanswered_tail(messages: Sequence[Msg]) -> list[Msg]:
