@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
-from harness.kernel import Event, Hook, Msg, PreReasoning, Tool, report
+from harness.kernel import SYNTHETIC, Event, Hook, Msg, PreReasoning, Tool, report
 from harness.sections import SystemSection
 from harness.subagents.declarations import Declaration, SubagentCatalog
 from harness.subagents.tasks import TaskRecord, TaskRepository, TaskStatus
@@ -110,7 +110,7 @@ def completion_notice(
         role="user",
         name="system",
         content="\n".join(parts),
-        metadata={"synthetic": True, "reminder": NOTICE_KIND},
+        metadata={SYNTHETIC: True, "reminder": NOTICE_KIND},
     )
 
 

@@ -28,7 +28,7 @@ from datetime import UTC, date, datetime
 from typing import Final
 
 from harness.context import RuntimeContext
-from harness.kernel import ChatModel, Msg, TextBlock, complete
+from harness.kernel import ChatModel, Msg, TextBlock, complete, written_by_harness
 from harness.memory.config import Clock, utc_now
 from harness.memory.render import is_summary, render_conversation
 from harness.memory.transcript import sessions_dir
@@ -75,10 +75,14 @@ def daily_log_path(day: date) -> str:
 
 
 def explicit_requests(messages: Sequence[Msg]) -> list[str]:
-    """The user's own words wherever they asked to have something remembered."""
+    """The user's own words wherever they asked to have something remembered.
+
+    Only the user's: a message the harness wrote in the user's turn (a task notice carrying a
+    subagent's result, a reminder) is never "the user asked to remember", whatever it says.
+    """
     found = []
     for message in messages:
-        if message.role == "user" and not is_summary(message):
+        if message.role == "user" and not is_summary(message) and not written_by_harness(message):
             text = " ".join(message.text.split())
             if text and _EXPLICIT.search(text):
                 found.append(text[:_MAX_EXPLICIT_CHARS])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from harness.kernel import Msg, TextBlock, ToolResultBlock, ToolUseBlock
+from harness.kernel import Msg, TextBlock, ToolResultBlock, ToolUseBlock, written_by_harness
 
 __all__ = ["SUMMARY_NAME", "is_summary", "render_content", "render_conversation"]
 
@@ -42,12 +42,17 @@ def render_content(message: Msg) -> str:
 
 
 def render_conversation(messages: list[Msg]) -> str:
-    """``[ROLE]: text`` per message, system messages and summaries left out."""
+    """``[ROLE]: text`` per message, system messages and summaries left out.
+
+    A message the harness wrote in the user's turn is ``[HARNESS NOTICE]``, so the extraction
+    model does not take it for the user's words.
+    """
     lines = []
     for message in messages:
         if message.role == "system" or is_summary(message):
             continue
         body = render_content(message)
         if body:
-            lines.append(f"[{message.role.upper()}]: {body}")
+            who = "HARNESS NOTICE" if written_by_harness(message) else message.role.upper()
+            lines.append(f"[{who}]: {body}")
     return "\n".join(lines)
