@@ -51,13 +51,13 @@ the last block of the system message and whatever comes before it stays a stable
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import platform
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -66,6 +66,7 @@ from typing import ClassVar, Final, TypeVar
 from harness.kernel import (
     CACHE_KEY,
     CACHE_PREFIX_BLOCKS,
+    SYNTHETIC,
     Event,
     Hook,
     Msg,
@@ -289,7 +290,10 @@ class WorkspaceContextHook(Hook):
             text = _change_note(view.told, live, view.told_date, today)
             if text:
                 newest = event.memory[-1].id if event.memory else None
-                view.notes.append((newest, Msg(role="user", name="workspace_update", content=text)))
+                note = Msg(
+                    role="user", name="workspace_update", content=text, metadata={SYNTHETIC: True}
+                )
+                view.notes.append((newest, note))
             view.told, view.told_date = live, today
         return view
 
@@ -468,12 +472,23 @@ def _change_note(old: _Snapshot, new: _Snapshot, old_date: str, new_date: str) -
 
 
 def _file_change(path: str, before: str, after: str) -> str:
-    """The lines of ``path`` added (``+``) and removed (``-``), at most MAX_NOTE_LINES."""
-    changed = [
-        line
-        for line in difflib.ndiff(before.splitlines(), after.splitlines())
-        if line[:2] in ("+ ", "- ") and line[2:].strip()
-    ]
+    """The lines of ``path`` removed (``-``) and added (``+``), at most MAX_NOTE_LINES.
+
+    Lines are compared as a multiset, in one pass over each text: a line that only moved is
+    not a change. The files are the model's to write (a MEMORY.md of megabytes), and this runs
+    on the event loop, so no diff whose cost grows faster than the text (``difflib.ndiff``
+    stalled every user for seconds on a 1 MB file).
+    """
+    old_lines, new_lines = before.splitlines(), after.splitlines()
+    common = Counter(old_lines) & Counter(new_lines)
+    changed: list[str] = []
+    for sign, lines in (("- ", old_lines), ("+ ", new_lines)):
+        unmatched = common.copy()
+        for line in lines:
+            if unmatched[line] > 0:
+                unmatched[line] -= 1
+            elif line.strip():
+                changed.append(sign + line)
     shown = changed[:MAX_NOTE_LINES]
     more = len(changed) - len(shown)
     tail = f"\n... and {more} more changed lines: read {path} for all of it" if more > 0 else ""
