@@ -12,13 +12,17 @@ installs them).
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from _served import Served, scripted_agent, served
 from selenium import webdriver
@@ -37,6 +41,8 @@ WAIT = 20.0  # seconds: generous for a slow 2-core machine; a passing wait retur
 
 QUESTION = "Which files are in the workspace?"
 REPLY = "The workspace holds notes.txt and little else."
+REBOUND = "rebound.test"
+"""A name the browser resolves to 127.0.0.1, as a rebinding attacker's DNS makes it do."""
 ATTACK = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
 
 
@@ -68,6 +74,7 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         "--disable-component-update",
         "--disable-sync",
         "--no-proxy-server",
+        f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1",  # DNS rebinding, done
         "--window-size=1280,900",
         f"--user-data-dir={tmp_path / 'chromium'}",
     ):
@@ -315,3 +322,97 @@ def test_a_keyless_server_needs_no_key(browser: webdriver.Chrome, workspace: Pat
 def open_page(driver: webdriver.Chrome, server: Served) -> None:
     driver.get(server.url + "/")
     shown(driver, "login-view")
+
+
+_CROSS_SITE = """<!doctype html><title>another site</title>
+<form id="form" method="POST" enctype="text/plain" action="{target}/v1/sessions/victim/turns">
+<input name='{{"input": "sent by a form on another site' value='"}}'></form>
+<script>
+// What any page the operator visits can send to a server on this machine, with no preflight
+// (the form's body is the JSON {{"input": "sent by a form on another site="}}).
+window.attack = Promise.allSettled([
+  fetch("{target}/v1/sessions/victim/turns", {{
+    method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+    body: JSON.stringify({{input: "sent by another site"}}),
+  }}),
+  fetch("{target}/v1/chat/completions", {{
+    method: "POST", mode: "no-cors",
+    body: JSON.stringify({{model: "harness", messages: [{{role: "user", content: "sent too"}}],
+                           metadata: {{session_id: "victim"}}}}),
+  }}),
+]).then((results) => results.map((r) => r.status));
+</script>"""
+
+
+@contextlib.contextmanager
+def another_site(page: str) -> Iterator[str]:
+    """A page on another origin (another port of this machine), like any site's."""
+    body = page.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+def test_another_site_cannot_run_turns_on_a_keyless_server(
+    browser: webdriver.Chrome, workspace: Path
+) -> None:
+    turns: list[dict[str, Any]] = [{"text": "Done.", "repeat": True}]
+    with served(scripted_agent(workspace, turns)) as server:
+        with another_site(_CROSS_SITE.format(target=server.url)) as page:
+            browser.get(page)
+            statuses = browser.execute_async_script(
+                "window.attack.then(arguments[arguments.length - 1]);"
+            )
+            assert statuses == ["fulfilled", "fulfilled"]  # sent; the answers are opaque
+            browser.find_element(By.ID, "form").submit()
+            until(browser, lambda d: "origin_not_allowed" in d.page_source, "no refusal shown")
+        # A turn of the operator's own waits for any turn an attack started, then shows all.
+        with httpx2.Client(base_url=server.url, timeout=20) as api:
+            mine = api.post("/v1/sessions/victim/turns", json={"input": "mine"})
+            assert mine.status_code == 200
+            history = api.get("/v1/sessions/victim").json()["messages"]
+    assert [m["text"] for m in history if m["role"] == "user"] == ["mine"]
+
+
+_READ_ALL = """
+const done = arguments[arguments.length - 1];
+Promise.all([
+  fetch("/v1/sessions").then((r) => r.status),
+  fetch("/v1/sessions/s1/turns", {
+    method: "POST", headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({input: "sent by a rebound page"}),
+  }).then((r) => r.status),
+]).then(done, (e) => done(String(e)));
+"""
+
+
+def test_a_rebound_name_reads_nothing_from_a_keyless_server(
+    browser: webdriver.Chrome, workspace: Path
+) -> None:
+    turns: list[dict[str, Any]] = [{"text": "Done.", "repeat": True}]
+    with served(scripted_agent(workspace, turns)) as server:
+        port = server.url.rsplit(":", 1)[1]
+        # The page of rebound.test, now at 127.0.0.1: same-origin with the server, for the
+        # browser; only the Host header still names rebound.test.
+        browser.get(f"http://{REBOUND}:{port}/")
+        assert "host_not_allowed" in browser.page_source
+        assert browser.execute_async_script(_READ_ALL) == [421, 421]
+        with httpx2.Client(base_url=server.url, timeout=20) as api:
+            assert api.get("/v1/sessions").json()["data"] == []

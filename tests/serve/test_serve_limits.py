@@ -48,6 +48,9 @@ def server(workspace: Path) -> Iterator[Served]:
         yield running
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def http(server: Served) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(base_url=server.url, timeout=20)
 
@@ -74,10 +77,16 @@ async def test_bodies_headers_and_inputs_over_their_limits_are_refused(server: S
             for _ in range(10):
                 yield b" " * 500
 
-        refused(await api.post(turn, content=chunked()), 413, "body_too_large")
+        refused(await api.post(turn, content=chunked(), headers=JSON), 413, "body_too_large")
         message = refused(await api.post(turn, json={"input": "y" * 600}), 413, "input_too_long")
         assert "at most 500" in message
-        refused(await api.post(turn, content=b"{not json"), 400, "invalid_json")
+        refused(await api.post(turn, content=b"{not json", headers=JSON), 400, "invalid_json")
+        lone = b'{"input": "hi \\ud800 there"}'  # a lone surrogate, as JSON may spell it
+        refused(await api.post(turn, content=lone, headers=JSON), 400, "invalid_text")
+        chat = b'{"model": "m", "messages": [{"role": "user", "content": "\\udcff"}]}'
+        refused(
+            await api.post("/v1/chat/completions", content=chat, headers=JSON), 400, "invalid_text"
+        )
         message = refused(await api.post(turn, json={"text": "hi"}), 400, "invalid_request")
         assert "input" in message
         refused(await api.post(turn, json={"input": "   "}), 400, "empty_input")
@@ -98,10 +107,12 @@ def test_a_body_that_arrives_too_slowly_is_refused(server: Served) -> None:
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
-            b"POST /v1/sessions/s2/turns HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/sessions/s2/turns HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"input": '
         )
-        answer = sock.recv(4096).decode()  # the rest never comes
+        answer = ""  # the rest of the body never comes; the answer may come in pieces
+        while "body_timeout" not in answer and (piece := sock.recv(4096)):
+            answer += piece.decode()
     assert answer.startswith("HTTP/1.1 408")
     assert "body_timeout" in answer
 

@@ -21,6 +21,7 @@ from harness.agent import HarnessAgent
 from harness.errors import HarnessError, RequestRefused
 from harness.serve.api import native_router
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
+from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, error_response
 from harness.serve.openai_api import openai_router
 from harness.serve.state import ServeState
@@ -96,9 +97,23 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
     async def page() -> Response:
         return HTMLResponse(html, headers=_PAGE_HEADERS)
 
+    # Every request passes the guard (Host, Origin, a JSON body) before any route reads it.
+    app.add_middleware(RequestGuard, allowed_hosts=_allowed_hosts(config))
     app.add_middleware(HeaderLimit, max_bytes=config.max_header_bytes)
     app.add_middleware(RequestLog)  # added last, so it runs first and logs refusals too
     return app
+
+
+def _allowed_hosts(config: ServeConfig) -> tuple[str, ...] | None:
+    """The non-loopback Host names the guard lets through; None for every one.
+
+    Without keys, only those the operator listed: a keyless server is for this machine, and
+    a name it does not know is what DNS rebinding looks like. With keys and no list, every
+    name: the key is the boundary, and the server may be reached by names it cannot know.
+    """
+    if config.allowed_hosts is not None:
+        return config.allowed_hosts
+    return None if config.keys is not None else ()
 
 
 _PAGE_HEADERS = {

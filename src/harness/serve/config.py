@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Final
 
+from harness.errors import ConfigError
 from harness.serve.keys import ApiKeys
 
-__all__ = ["DEFAULT_SERVE", "ServeConfig"]
+__all__ = ["DEFAULT_SERVE", "ServeConfig", "host_name"]
+
+_LABEL: Final = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+
+
+def host_name(value: str) -> str:
+    """A host name or an IP address (IPv6 with or without brackets) as Host is compared.
+
+    Lowercase, an address in its short form, so that every spelling of one host is one entry.
+
+    Raises:
+        ValueError: It is neither (a URL, a port, a wildcard, a blank).
+    """
+    name = value.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    try:
+        return ipaddress.ip_address(name).compressed
+    except ValueError:
+        pass
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        msg = (
+            f"{value[:80]!r} is not a host name or an IP address (give a name such as "
+            "agent.example.com, without a scheme, port or wildcard)"
+        )
+        raise ValueError(msg)
+    return name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +59,11 @@ class ServeConfig:
         ping_seconds: A streamed response sends an SSE comment after this much silence, so
             proxies keep the connection and a gone client is noticed.
         max_history: The most messages ``GET /v1/sessions/{id}`` returns (the newest).
+        allowed_hosts: The host names (or addresses) a request's ``Host`` may name besides the
+            loopback ones, which are always allowed (``localhost``, ``*.localhost``,
+            127.0.0.0/8, ``[::1]``, on any port); anything else gets 421. None (the default)
+            allows no others without keys, and every name with keys. A server reached by a
+            name (behind a proxy, a tunnel, DNS) lists it; ``docs/serve.md`` says why.
     """
 
     keys: ApiKeys | None = None
@@ -42,6 +76,18 @@ class ServeConfig:
     flush_wait: float = 30.0
     ping_seconds: float = 15.0
     max_history: int = 1_000
+    allowed_hosts: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.allowed_hosts is None:
+            return
+        if isinstance(self.allowed_hosts, str):
+            raise ConfigError("allowed_hosts is a tuple of host names, not one string")
+        try:
+            names = tuple(host_name(name) for name in self.allowed_hosts)
+        except ValueError as exc:
+            raise ConfigError(f"allowed host {exc}") from None
+        object.__setattr__(self, "allowed_hosts", names)  # frozen: normalized once, here
 
 
 DEFAULT_SERVE: Final = ServeConfig()

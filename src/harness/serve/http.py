@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness.errors import RequestRefused
+from harness.kernel import storable
 from harness.serve.config import ServeConfig
 
 __all__ = [
@@ -89,7 +90,9 @@ async def read_body(request: Request, model: type[ModelT], config: ServeConfig) 
 
     Raises:
         RequestRefused: 413 for a body over ``max_body_bytes``, 408 when it takes longer than
-            ``body_timeout``, 400 for a body that is not JSON or not of the model's shape.
+            ``body_timeout``, 400 for a body that is not JSON, holds text that is not text (a
+            lone surrogate: refused here, not found when the session is saved), or is not of
+            the model's shape.
     """
     limit = config.max_body_bytes
     declared = request.headers.get("content-length")
@@ -111,8 +114,14 @@ async def read_body(request: Request, model: type[ModelT], config: ServeConfig) 
         raise RequestRefused(408, "body_timeout", msg) from None
     try:
         data: Any = json.loads(b"".join(chunks))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RequestRefused(400, "invalid_json", "the request body is not JSON") from None
+    if storable(data) is not data:  # JSON may spell a lone surrogate ("\ud800"): not text
+        msg = (
+            "the request body holds a lone surrogate (\\ud800-\\udfff on its own), which is "
+            "not text and could not be saved; send valid UTF-8 text"
+        )
+        raise RequestRefused(400, "invalid_text", msg)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

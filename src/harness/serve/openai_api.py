@@ -29,6 +29,7 @@ from harness.errors import RequestRefused
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
+from harness.serve.turns import failure_status
 
 __all__ = ["SESSION_HEADER", "openai_router"]
 
@@ -191,8 +192,8 @@ class _Completion:
             await turn.aclose()
         if error is not None or reply is None:
             failure = error or {"code": "no_reply", "message": "the turn ended without a reply"}
-            status = 504 if failure["code"] == "turn_timeout" else 502
-            raise RequestRefused(status, str(failure["code"]), str(failure["message"]))
+            code = str(failure["code"])
+            raise RequestRefused(failure_status(code), code, str(failure["message"]))
         body = {
             "id": self.id,
             "object": "chat.completion",

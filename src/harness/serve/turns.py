@@ -9,10 +9,13 @@ is sent, so the 409 is a status code, not an event in a stream that already said
 
 A turn ends in one of four ways, and the session keeps what it accepted in each:
 
-- it finishes: the ``turn.completed`` event carries the reply; the session is free for the
-  next turn at once, and the stream stays open until the turn's memory flush has run in the
-  background (``memory.flushed``; at most ``flush_wait`` seconds);
-- it fails (the model failed, say): an ``error`` event; the user's turn stays in the session;
+- it finishes: the ``turn.completed`` event carries the reply, once the agent's call has
+  ended and saved the session; the session is free for the next turn at once, and the stream
+  stays open until the turn's memory flush has run in the background (``memory.flushed``; at
+  most ``flush_wait`` seconds);
+- it fails (the model failed, say): an ``error`` event; the user's turn stays in the session.
+  A reply whose session could not be saved is such a failure (``turn_not_saved``), never a
+  ``turn.completed``: nothing may tell the client a turn was kept that was not;
 - it runs past ``turn_timeout``: it is interrupted, an ``error`` event with ``turn_timeout``;
 - the client goes away: the turn is interrupted as a stopped ``harness run`` is; the session
   keeps the user's turn and every step completed before the disconnect.
@@ -36,7 +39,7 @@ from harness.serve.events import event_of
 from harness.session.keys import session_key
 from harness.workspace import user_prefix
 
-__all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id"]
+__all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id", "failure_status"]
 
 TurnEvent = tuple[str, Mapping[str, Any]]
 
@@ -67,7 +70,7 @@ class Turns:
 
     def _gate(self, ctx: RuntimeContext) -> contextlib.AbstractAsyncContextManager[None]:
         # Its own key, beside the one the agent's call holds inside it: the two never meet.
-        key = f"serve/{self.agent.name}/{ctx.user_id or '-'}/{ctx.session_id}"
+        key = f"serve/{self.agent.sessions.directory(ctx)}"
         return self.agent.leases.hold(key, wait=self.config.session_wait)
 
     async def run(self, ctx: RuntimeContext, text: str) -> AsyncGenerator[TurnEvent, None]:
@@ -77,6 +80,7 @@ class Turns:
             SessionBusy: Before the first event, when another turn keeps the session.
         """
         started = now_iso()
+        reply: TurnEvent | None = None
         completed = False
         async with self._gate(ctx):
             yield "turn.started", {"session_id": ctx.session_id}
@@ -88,8 +92,12 @@ class Turns:
                 ):
                     async for item in items:
                         event = event_of(item)
-                        completed = event[0] == "turn.completed"
-                        yield event
+                        if event[0] == "turn.completed":
+                            # Held until the agent's call has ended: a session that could not
+                            # be saved (TurnNotSaved) makes a reply a failed turn.
+                            reply = event
+                        else:
+                            yield event
             except TimeoutError:
                 if not deadline.expired():
                     raise  # a timeout of something inside the turn, not the turn's own
@@ -103,6 +111,10 @@ class Turns:
                 )
             except HarnessError as exc:
                 yield "error", {"code": error_code(exc), "message": f"{exc}"}
+            else:
+                if reply is not None:
+                    completed = True
+                    yield reply
         if completed:
             # The session is free again; its memory flush runs on in the background.
             async for event in self._memory_flushes(ctx, started):
@@ -136,6 +148,22 @@ class Turns:
                         "latency_s": record.get("latency_s"),
                     },
                 )
+
+
+_FAILURE_STATUS: Final = {
+    "turn_timeout": 504,
+    "turn_not_saved": 503,  # the store or the disk failed: this server's fault, not the model's
+    "storage_error": 503,
+    "internal_error": 500,
+}
+
+
+def failure_status(code: str) -> int:
+    """The HTTP status of a turn that failed with ``code``.
+
+    502 (the model failed) unless the failure was the server's own: its storage (503), itself.
+    """
+    return _FAILURE_STATUS.get(code, 502)
 
 
 def error_code(exc: BaseException) -> str:
