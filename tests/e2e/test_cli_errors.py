@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sqlite3
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import pytest
 from _cli_runner import (
@@ -20,6 +25,8 @@ from _cli_runner import (
     turns_of,
     write_script,
 )
+
+from harness.memory import MemoryIndex
 
 
 @pytest.fixture
@@ -67,6 +74,35 @@ def _a_file(tmp: Path) -> Path:
     path = tmp / "not-a-dir"
     path.write_text("I am a file\n", encoding="utf-8")
     return path
+
+
+NOT_UTF8: Final = "\udcff\udcfe"
+"""Bytes 0xff 0xfe as the interpreter decodes them from argv; passed on, they are bytes again."""
+
+
+def _fifo(tmp: Path) -> Path:
+    path = tmp / "keys.fifo"
+    os.mkfifo(path)
+    return path
+
+
+def _not_utf8_file(tmp: Path) -> Path:
+    path = tmp / "keys.bin"
+    path.write_bytes(b"\xff\xfe alice sha256:00\n")
+    return path
+
+
+def _not_utf8_id(command: tuple[str, ...], option: str) -> Case:
+    """An id option given bytes that are not UTF-8 (``run`` gets a model, to get that far)."""
+
+    def args(t: Path) -> list[str | Path]:
+        model = ["-m", _script(t)] if command[0] == "run" else []
+        return [*command, "-w", t / "ws", *model, option, NOT_UTF8]
+
+    return Case(
+        args=args,
+        needles=lambda t: [f"Invalid value for '{option}'", "is not valid UTF-8", "locale"],
+    )
 
 
 def _empty_agent(command: tuple[str, ...]) -> Case:
@@ -173,6 +209,65 @@ CONFIG_ERRORS = {
         args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "--store", "redis://h/abc", "hi"],
         needles=lambda t: ["'redis://h/abc'", "the database 'abc' is not a number"],
     ),
+    **{
+        f"non-UTF-8 {option} of {' '.join(command)}": _not_utf8_id(command, option)
+        for command, option in (
+            (("run", "hi"), "--session"),
+            (("run", "hi"), "--user"),
+            (("trace", "s1"), "--agent"),
+            (("sessions", "show", "s1"), "--agent"),
+            (("tasks", "list"), "--session"),
+            (("tasks", "show", "task_1"), "--user"),
+        )
+    },
+    "non-UTF-8 session of trace": Case(
+        args=lambda t: ["trace", "-w", t / "ws", "--", NOT_UTF8],
+        needles=lambda t: ["Invalid value for 'session'", "is not valid UTF-8"],
+    ),
+    "blank session": Case(
+        args=lambda t: ["run", "-w", t / "ws", "-m", _script(t), "-s", " ", "hi"],
+        needles=lambda t: ["Invalid value for '--session'", "must not be blank"],
+    ),
+    "workspace whose name is 100,000 characters": Case(
+        args=lambda t: ["run", "-w", t / ("x" * 100_000), "-m", _script(t), "hi"],
+        needles=lambda t: ["cannot use the workspace", "(100,0", "File name too long"],
+    ),
+    "workspace whose path is not UTF-8": Case(
+        args=lambda t: ["sessions", "show", "s1", "-w", t / NOT_UTF8],
+        needles=lambda t: ["the workspace path", "is not valid UTF-8", "--workspace DIR"],
+    ),
+    "workspace in the home of an unknown user": Case(
+        args=lambda t: ["memory", "index", "-w", "~no-such-user-here/ws"],
+        needles=lambda t: ["'~no-such-user-here/ws'", "home of an unknown user"],
+    ),
+    "demo in a regular file": Case(
+        args=lambda t: ["demo", "-w", _a_file(t)],
+        needles=lambda t: [str(t / "not-a-dir"), "not a directory"],
+    ),
+    "serve with a missing model script": Case(
+        args=lambda t: ["serve", "-w", t / "ws", "-m", f"scripted:{t / 'nope.json'}"],
+        needles=lambda t: ["cannot read model script", str(t / "nope.json")],
+    ),
+    "serve without a model": Case(
+        args=lambda t: ["serve", "-w", t / "ws", "--port", "0"],
+        needles=lambda t: ["no model configured"],
+    ),
+    "serve with a key file that is not UTF-8": Case(
+        args=lambda t: ["serve", "-w", t / "ws", "-m", _script(t), "--keys", _not_utf8_file(t)],
+        needles=lambda t: [str(t / "keys.bin"), "is not UTF-8 text", "harness keys add"],
+    ),
+    "serve with a FIFO as key file": Case(
+        args=lambda t: ["serve", "-w", t / "ws", "-m", _script(t), "--keys", _fifo(t)],
+        needles=lambda t: [str(t / "keys.fifo"), "is not a regular file"],
+    ),
+    "keys add with a long bad user": Case(
+        args=lambda t: ["keys", "add", "u" * 300, "--file", t / "keys.txt"],
+        needles=lambda t: ["is not a user id", "at most 128"],
+    ),
+    "trace of a user whose id has a line break": Case(
+        args=lambda t: ["trace", "s1", "-w", t / "ws", "-u", "a\nb"],
+        needles=lambda t: ["of user 'a\\nb'", "no trace of session 's1'"],
+    ),
     "store URL with a bad port": Case(
         args=lambda t: ["sessions", "show", "s1", "-w", t / "ws", "--store", "redis://h:x/0"],
         needles=lambda t: ["'redis://h:x/0'", "Port could not be cast"],
@@ -197,7 +292,10 @@ def config_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome
     def run(name: str) -> Outcome:
         cli, tmp, args = prepared[name]
         case = CONFIG_ERRORS[name]
-        return Outcome(tmp, cli.run(*args, env=case.env, stdin=case.stdin))
+        try:
+            return Outcome(tmp, cli.run(*args, env=case.env, stdin=case.stdin, timeout=30))
+        except subprocess.TimeoutExpired:  # a server that started, a file read that blocks
+            return Outcome(tmp, Result(tuple(map(str, args)), -1, "", "timed out after 30 s\n"))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(prepared, pool.map(run, prepared), strict=True))
@@ -282,3 +380,94 @@ def test_empty_id_is_a_usage_error(cli: Cli, tmp_path: Path, option: str) -> Non
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "requests.jsonl").exists()
     assert not (tmp_path / "ws").exists()
+
+
+def test_a_failure_logged_in_the_background_is_one_line_not_a_traceback(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The memory work after the call cannot open an index that is not a database; the library
+    # logs that with its traceback, which the command line writes as one line.
+    (tmp_path / "memory_index.db").write_bytes(b"\xff" * 4096)
+    script = write_script(tmp_path / "script.json", [NO_MEMORIES, {"text": "fine", "repeat": True}])
+
+    result = cli.run("run", "-w", tmp_path / "ws", "-m", f"scripted:{script}", "hello")
+
+    assert (result.returncode, result.stdout) == (0, "fine\n"), result
+    assert "Traceback" not in result.stderr, result
+    assert len(result.stderr.split("\n")) == len(result.stderr_lines) + 1, result
+    assert any(
+        line.startswith("ERROR ") and "StorageError: the memory index" in line
+        for line in result.stderr_lines
+    ), result
+
+
+MEMORY_FACT: Final = "- Anna lives in Berlin."
+
+
+def _drop_a_table(db: Path) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TABLE memory_lines")
+        conn.commit()
+
+
+def _unusable_index(tmp: Path, state: str) -> None:
+    db = tmp / "memory_index.db"
+    if state == "not a database":
+        db.write_bytes(b"\xff" * 4096)
+    elif state == "another program's tables":
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("CREATE TABLE memory_files (name TEXT)")
+            conn.commit()
+    else:  # this workspace's own index, damaged
+        MemoryIndex(tmp, workspace=tmp / "ws").open().close()
+        _drop_a_table(db)
+
+
+@pytest.mark.parametrize(
+    "state", ["not a database", "another program's tables", "this workspace's, damaged"]
+)
+def test_rebuild_replaces_an_index_file_that_cannot_be_used(
+    cli: Cli, tmp_path: Path, state: str
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "MEMORY.md").write_text(f"# Memory\n\n{MEMORY_FACT}\n", encoding="utf-8")
+    _unusable_index(tmp_path, state)
+
+    refused = cli.run("memory", "index", "-w", workspace)
+    rebuilt = cli.run("memory", "index", "-w", workspace, "--rebuild")
+    found = cli.run("memory", "search", "Berlin", "-w", workspace, "--json")
+
+    assert_one_error_line(refused, 1, "unusable", str(tmp_path / "memory_index.db"))
+    assert rebuilt.returncode == 0, rebuilt
+    assert rebuilt.stdout.startswith("Indexed 1 files (0 unchanged, 0 removed)"), rebuilt
+    index = tmp_path / "memory_index.db"
+    assert rebuilt.stderr_lines == [
+        f"WARNING harness.cli.memory: replacing the unusable memory index {index}"
+    ], rebuilt
+    assert found.returncode == 0, found
+    assert [(hit["path"], hit["content"]) for hit in json.loads(found.stdout)] == [
+        ("MEMORY.md", MEMORY_FACT)
+    ]
+
+
+@pytest.mark.parametrize("damaged", [False, True], ids=["usable", "damaged"])
+def test_rebuild_keeps_refusing_the_index_of_another_workspace(
+    cli: Cli, tmp_path: Path, damaged: bool
+) -> None:
+    # docs/security.md, "One index, one workspace": the index is that workspace's, damaged or
+    # not, and --rebuild in a neighbour must not take it away.
+    other = tmp_path / "other"
+    db = tmp_path / "memory_index.db"
+    MemoryIndex(tmp_path, workspace=other).open().close()
+    if damaged:
+        _drop_a_table(db)
+
+    result = cli.run("memory", "index", "-w", tmp_path / "ws", "--rebuild")
+
+    assert_one_error_line(result, 1, "belongs to the workspace", str(other), str(tmp_path / "ws"))
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        query = "SELECT value FROM memory_meta WHERE key = 'workspace'"
+        assert conn.execute(query).fetchall() == [(str(other),)]
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert ("memory_lines" in tables) is not damaged

@@ -8,7 +8,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
 
@@ -38,11 +38,95 @@ __all__ = [
     "checked_workspace",
     "model_options",
     "not_blank",
+    "one_line_errors",
     "opened_workspace",
     "run_async",
+    "shortened",
+    "shown_id",
+    "text_problem",
+    "valid_id",
+    "valid_path",
+    "valid_paths",
+    "valid_text",
 ]
 
 T = TypeVar("T")
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be used as text (saved as UTF-8, sent to a model), or None.
+
+    A NUL never comes from a real command line (the kernel ends an argument at it), but a
+    lone surrogate does: the interpreter decodes bytes that are not UTF-8 that way.
+    """
+    if "\x00" in value:
+        return _HOLDS_NUL
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _NOT_UTF8
+    return None
+
+
+_HOLDS_NUL: Final = "holds a NUL character, which no file name or record can hold"
+_NOT_UTF8: Final = "is not valid UTF-8"
+
+
+def shortened(value: str, limit: int = 200) -> str:
+    """``value`` quoted for a message, its middle cut when long: a line stays readable."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[: limit // 2]!r}...{value[-20:]!r} ({len(value):,} characters)"
+
+
+def shown_id(value: str) -> str:
+    """An id for a message: as it is when it prints as one short line, else :func:`shortened`."""
+    return value if value.isprintable() and len(value) <= 200 else shortened(value)
+
+
+def valid_text(value: str | None) -> str | None:
+    """Refuse text that is not UTF-8 as a usage error, before it meets a file or a model."""
+    problem = None if value is None else text_problem(value)
+    if problem == _NOT_UTF8:
+        problem += "; give it in UTF-8 (is the terminal's locale UTF-8?)"
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return value
+
+
+def valid_id(value: str | None) -> str | None:
+    """Refuse an id that cannot name a session, user, agent or task, as a usage error.
+
+    An id names a directory and is saved in records, so it must be non-blank UTF-8 text; the
+    library refuses anything else too, but from deep inside, as a traceback.
+    """
+    if value is None:
+        return None
+    if value == "":
+        msg = "must not be empty"
+        raise typer.BadParameter(msg)
+    if not value.strip():
+        msg = "must not be blank"
+        raise typer.BadParameter(msg)
+    return valid_text(value)
+
+
+def valid_path(value: Path | None) -> Path | None:
+    """Refuse a path no system call takes (one with a NUL) as a usage error.
+
+    Names that are not UTF-8 are left to the command: they are valid file names.
+    """
+    if value is not None and "\x00" in str(value):
+        raise typer.BadParameter(_HOLDS_NUL)
+    return value
+
+
+def valid_paths(values: list[Path] | None) -> list[Path] | None:
+    """:func:`valid_path` for each value of a repeatable option."""
+    for value in values or []:
+        valid_path(value)
+    return values
+
 
 WorkspaceOpt = Annotated[
     Path | None,
@@ -50,6 +134,7 @@ WorkspaceOpt = Annotated[
         "--workspace",
         "-w",
         help="Workspace directory.",
+        callback=valid_path,
         # Typer renders help as Rich markup, where a literal "[default: ...]" is eaten as a tag.
         show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
     ),
@@ -107,9 +192,29 @@ def checked_workspace(path: Path | None) -> WorkspaceManager:
     """The workspace a command works in (the default one when none is given), checked usable.
 
     Blocking (it may create the directory): call it from a worker thread in async code.
+
+    Raises:
+        WorkspaceError: The path is not a directory that can be used: not one, not creatable,
+            not readable and writable, too long for the system, or not UTF-8 (its path is
+            written into the index and records, which hold text).
     """
-    manager = WorkspaceManager(path or default_workspace())
-    manager.check()
+    root = path or default_workspace()
+    shown = shortened(str(root))
+    problem = text_problem(str(root))
+    if problem is not None:
+        msg = f"the workspace path {shown} {problem}; rename it or pass another --workspace DIR"
+        raise WorkspaceError(msg)
+    try:
+        root = root.expanduser()
+    except RuntimeError:  # "~name/..." where no user is called name
+        msg = f"the workspace path {shown} starts with the home of an unknown user; fix the ~"
+        raise WorkspaceError(msg) from None
+    manager = WorkspaceManager(root)
+    try:
+        manager.check()
+    except OSError as exc:  # what check() does not foresee: a name too long, a loop of links
+        msg = f"cannot use the workspace {shown}: {exc.strerror or exc}; pass --workspace DIR"
+        raise WorkspaceError(msg) from exc
     return manager
 
 
@@ -134,34 +239,27 @@ async def opened_workspace(path: Path | None, store: str | None) -> AsyncIterato
         await kv.aclose()
 
 
-def not_empty(value: str | None) -> str | None:
-    """Reject an empty id as a usage error: a traceback from deep inside would say less."""
-    if value == "":
-        msg = "must not be empty"
-        raise typer.BadParameter(msg)
-    return value
-
-
 def not_blank(value: str) -> str:
     """Reject a blank prompt: there is nothing to send, and providers reject empty messages."""
     if not value.strip():
         msg = "must not be blank"
         raise typer.BadParameter(msg)
+    valid_text(value)
     return value
 
 
 SessionOpt = Annotated[
-    str, typer.Option("--session", "-s", help="Session to continue.", callback=not_empty)
+    str, typer.Option("--session", "-s", help="Session to continue.", callback=valid_id)
 ]
-SessionArg = Annotated[str, typer.Argument(help="The session id.", callback=not_empty)]
+SessionArg = Annotated[str, typer.Argument(help="The session id.", callback=valid_id)]
 AgentOpt = Annotated[
     str,
     typer.Option(
-        "--agent", "-a", help="The agent whose sessions and tasks these are.", callback=not_empty
+        "--agent", "-a", help="The agent whose sessions and tasks these are.", callback=valid_id
     ),
 ]
 UserOpt = Annotated[
-    str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=not_empty)
+    str | None, typer.Option("--user", "-u", help="User the call acts for.", callback=valid_id)
 ]
 ModelOpt = Annotated[
     str | None,
@@ -169,6 +267,7 @@ ModelOpt = Annotated[
         "--model",
         "-m",
         help="openai:<model>, anthropic:<model>, local[:<file.gguf>] or scripted:<file>.",
+        callback=valid_text,
         show_default="$HARNESS_MODEL",
     ),
 ]
@@ -178,6 +277,7 @@ StoreOpt = Annotated[
         "--store",
         help="A store shared by several workers, redis://host:port/db: the workspace's files, "
         "sessions and memory live there.",
+        callback=valid_text,
         show_default="$HARNESS_STORE, else the local workspace",
     ),
 ]
@@ -213,8 +313,9 @@ def key_value(pairs: list[str] | None) -> list[str] | None:
     for pair in pairs or []:
         key, sep, _ = pair.partition("=")
         if not sep or not key.strip():
-            msg = f"{pair!r} is not KEY=VALUE (e.g. -o max_tokens=256)"
+            msg = f"{shortened(pair)} is not KEY=VALUE (e.g. -o max_tokens=256)"
             raise typer.BadParameter(msg)
+        valid_text(pair)
     return pairs
 
 
@@ -250,6 +351,7 @@ MCPConfigOpt = Annotated[
         metavar="FILE",
         help="A tools.json listing MCP servers whose tools the agent gets; it must lie outside "
         "the workspace (the agent can write the workspace's files).",
+        callback=valid_path,
         show_default="$HARNESS_MCP_CONFIG, else none",
     ),
 ]
@@ -269,17 +371,15 @@ class _Stopped(Exception):
         self.signum = signum
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; turn a Harness error into one line and an exit code.
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn a Harness error into one line on stderr and an exit code: the one place that does.
 
-    SIGTERM and SIGHUP stop it as SIGINT does: the running call is cancelled, so it saves
-    what it accepted and completed, and the process exits with 128 + the signal's number.
+    2 for a configuration problem (the user can fix the command line or the setup), 1 for a
+    failure while running.
     """
     try:
-        return asyncio.run(_stoppable(coro))
-    except _Stopped as stopped:
-        err.print(f"stopped by {stopped}; the session keeps every completed turn")
-        raise typer.Exit(128 + stopped.signum) from None
+        yield
     except (ConfigError, WorkspaceError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -287,6 +387,20 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         message = f"{type(exc).__name__}: {exc}"
         err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; turn a Harness error into one line and an exit code.
+
+    SIGTERM and SIGHUP stop it as SIGINT does: the running call is cancelled, so it saves
+    what it accepted and completed, and the process exits with 128 + the signal's number.
+    """
+    try:
+        with one_line_errors():
+            return asyncio.run(_stoppable(coro))
+    except _Stopped as stopped:
+        err.print(f"stopped by {stopped}; the session keeps every completed turn")
+        raise typer.Exit(128 + stopped.signum) from None
     except KeyboardInterrupt:
         err.print("interrupted; the session keeps every completed turn")
         raise typer.Exit(130) from None

@@ -19,6 +19,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from harness.agent import HarnessAgent
+from harness.cli._common import checked_workspace
 from harness.cli._output import out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
@@ -98,7 +99,9 @@ async def run_demo(workspace: Path | None) -> Path:
         # workspace's parent) is the tour's own too.
         workspace = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-demo-"))
         workspace = workspace / "workspace"
-    root = workspace
+    # A given path is checked as every command checks its workspace: a file, a name too long
+    # or one that is not UTF-8 is one line and exit code 2, not a traceback from _prepare.
+    root = (await asyncio.to_thread(checked_workspace, workspace)).root
     await asyncio.to_thread(_prepare, root)
     script = root / "demo-script.json"
     ctx = RuntimeContext(session_id="tour", user_id="ada")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,8 @@ from harness.cli._common import (
     model_options,
     not_blank,
     run_async,
+    text_problem,
+    valid_path,
 )
 from harness.cli._output import err, out, setup_logging
 from harness.cli.demo import run_demo
@@ -137,6 +141,7 @@ def init(
         Path | None,
         typer.Argument(
             help="Where to create the workspace.",
+            callback=valid_path,
             show_default="$HARNESS_WORKSPACE or ./.harness/workspace",
         ),
     ] = None,
@@ -211,8 +216,10 @@ async def _chat(
     opened: contextlib.AbstractAsyncContextManager[HarnessAgent], session: str, user: str | None
 ) -> None:
     async with opened as agent:
+        _read_stdin_as_bytes()
         err.print(
-            f"Chatting in session [bold]{session}[/bold] (/session [NAME], /exit).", highlight=False
+            f"Chatting in session [bold]{escape(session)}[/bold] (/session [NAME], /exit).",
+            highlight=False,
         )
         while True:
             try:
@@ -223,13 +230,17 @@ async def _chat(
             text = line.strip()
             if not text:
                 continue
+            problem = text_problem(text)
+            if problem is not None:  # bytes that are not UTF-8, or a NUL
+                err.print(f"error: that line {problem}; type it again", **_PLAIN)
+                continue
             if text in ("/exit", "/quit"):
                 break
             if text.startswith("/session"):
                 name = text.removeprefix("/session").strip()
                 if name:
                     session = name
-                err.print(f"session: {session}", highlight=False)
+                err.print(f"session: {session}", **_PLAIN)
                 continue
             try:
                 await _chat_turn(agent, text, RuntimeContext(session_id=session, user_id=user))
@@ -239,6 +250,21 @@ async def _chat(
                 out.print()
                 message = escape(f"{type(exc).__name__}: {exc}")
                 err.print(f"[red]error:[/red] {message}", highlight=False)
+
+
+_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+def _read_stdin_as_bytes() -> None:
+    """Read chat input with ``surrogateescape``, as argv is read, whatever the locale.
+
+    Under a strict UTF-8 locale (en_US.UTF-8), a line of other bytes would raise in the
+    middle of reading; read this way it arrives, and is refused as one error line.
+    """
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, io.UnsupportedOperation):  # already read from
+            reconfigure(errors="surrogateescape")
 
 
 async def _chat_turn(agent: HarnessAgent, text: str, ctx: RuntimeContext) -> None:
@@ -265,6 +291,7 @@ def demo(
             "--workspace",
             "-w",
             help="Where to run the tour.",
+            callback=valid_path,
             show_default="a new temporary directory",
         ),
     ] = None,

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from harness.cli._common import (
     ModelOpt,
@@ -23,9 +27,11 @@ from harness.cli._common import (
     WorkspaceOpt,
     opened_workspace,
     run_async,
+    valid_text,
 )
 from harness.cli._output import err, out, setup_logging
 from harness.compaction import evictions_cleanup
+from harness.errors import StorageError
 from harness.memory import (
     DEFAULT_MEMORY,
     MemoryHistory,
@@ -46,6 +52,8 @@ memory_app = typer.Typer(
 )
 
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+logger = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -79,13 +87,75 @@ async def _caught_up_index(
     only files changed since it last saw them are read.
     """
     index = MemoryIndex(manager.root.parent, workspace=manager.root)
-    await asyncio.to_thread(index.open)
+    if rebuild:
+        await asyncio.to_thread(_open_anew, index, manager.root)
+    else:
+        await asyncio.to_thread(index.open)
     try:
         if rebuild:
             await asyncio.to_thread(index.clear)
         yield index, await sync_index(index, manager, progress=progress)
     finally:
         await asyncio.to_thread(index.close)
+
+
+_REPLACEABLE: Final = frozenset(
+    {
+        sqlite3.SQLITE_ERROR,  # a schema of another program, or of another version
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_SCHEMA,
+        sqlite3.SQLITE_CONSTRAINT,
+        sqlite3.SQLITE_MISMATCH,
+        sqlite3.SQLITE_FORMAT,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+"""What SQLite says of a file that --rebuild replaces: its content is unusable. Not among them:
+a busy or locked database (another process is using it), and a file that cannot be opened or
+written (a directory, permissions, a full disk), which a new file would not fix."""
+
+
+def _open_anew(index: MemoryIndex, workspace: Path) -> None:
+    """Open the index for ``--rebuild``, making the file anew when what is there is unusable.
+
+    The index is derived data: the memory files are the truth, and a file that is not a
+    database, holds another program's tables or a schema this version cannot use loses
+    nothing when it is replaced. An index that another workspace of the same parent directory
+    claimed is still refused, also when it is damaged (docs/security.md, "One index, one
+    workspace"): it is that workspace's, and replacing it would take it away from it.
+    """
+    try:
+        index.open()
+        return
+    except StorageError as exc:
+        cause = exc.__cause__
+        code = getattr(cause, "sqlite_errorcode", None)
+        unusable = isinstance(code, int) and code & 0xFF in _REPLACEABLE
+        if not unusable or not index.path.is_file():
+            raise  # the refusal of another workspace's index has no SQLite cause
+        owner = _claimed_by(index.path)
+        if owner is not None and owner != str(workspace.absolute()):
+            msg = (
+                f"the memory index {index.path} is unusable and belongs to the workspace "
+                f"{owner}, not {workspace.absolute()}: give each workspace its own parent "
+                "directory (the index sits beside it)"
+            )
+            raise StorageError(msg) from exc
+    logger.warning("replacing the unusable memory index %s", index.path)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        index.path.with_name(index.path.name + suffix).unlink(missing_ok=True)
+    index.open()
+
+
+def _claimed_by(path: Path) -> str | None:
+    """The workspace recorded in the index file at ``path``; None when none can be read."""
+    try:
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM memory_meta WHERE key = 'workspace'").fetchone()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 @memory_app.command("index")
@@ -130,7 +200,9 @@ def index_command(
 
 @memory_app.command("search")
 def search_command(
-    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    query: Annotated[
+        str, typer.Argument(help="What to look for, in plain words.", callback=valid_text)
+    ],
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     user: UserOpt = None,
@@ -173,7 +245,9 @@ def search_command(
     for hit in hits:
         first, last = hit["line_number"], hit["last_line"]
         span = f"{first}" if first == last else f"{first}-{last}"
-        table.add_row(str(hit["path"]), span, str(hit["content"]), f"{hit['rank']:.3g}")
+        # Text, not str: a cell's str is read as markup, and memory may hold "[/x]".
+        path, content = Text(str(hit["path"])), Text(str(hit["content"]))
+        table.add_row(path, span, content, f"{hit['rank']:.3g}")
     out.print(table)
 
 
@@ -207,7 +281,8 @@ def consolidate_command(
 @memory_app.command("history")
 def history_command(
     version: Annotated[
-        str | None, typer.Argument(help="Print this saved version instead of the list.")
+        str | None,
+        typer.Argument(help="Print this saved version instead of the list.", callback=valid_text),
     ] = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
@@ -229,13 +304,15 @@ def history_command(
         return
     table = Table("version", "path", "bytes")
     for saved in found:
-        table.add_row(saved.id, saved.path, str(saved.size))
+        table.add_row(Text(saved.id), Text(saved.path), str(saved.size))
     out.print(table)
 
 
 @memory_app.command("restore")
 def restore_command(
-    version: Annotated[str, typer.Argument(help="A version from `harness memory history`.")],
+    version: Annotated[
+        str, typer.Argument(help="A version from `harness memory history`.", callback=valid_text)
+    ],
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     user: UserOpt = None,

@@ -9,13 +9,14 @@ seconds, stops those still running (each saves what it completed), then closes t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -27,9 +28,17 @@ from harness.cli._common import (
     StoreOpt,
     VerboseOpt,
     WorkspaceOpt,
+    one_line_errors,
+    shortened,
+    valid_path,
+    valid_paths,
+    valid_text,
 )
 from harness.cli._output import err, out, setup_logging
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.cli.main import AgentOptions  # main imports this module
 
 __all__ = ["keys_app", "serve_command", "worker_app"]
 
@@ -49,16 +58,17 @@ class ServeOptions:
     options: list[str] = field(default_factory=list)
     mcp_config: str | None = None
     keys: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    allowed_hosts: list[str] = field(default_factory=list)
     session_wait: float = 5.0
     turn_timeout: float = 600.0
 
 
-def _app(options: ServeOptions) -> Any:
-    """The ASGI app of ``options``; its agent is built when the server starts."""
-    from harness.cli.main import AgentOptions, opened_agent
-    from harness.serve import ApiKeys, ServeConfig, create_app
+def _agent_options(options: ServeOptions) -> AgentOptions:
+    """The options of the served agent, as ``run`` and ``chat`` take them."""
+    from harness.cli.main import AgentOptions
 
-    given = AgentOptions(
+    return AgentOptions(
         Path(options.workspace) if options.workspace else None,
         options.model,
         options.store,
@@ -66,10 +76,24 @@ def _app(options: ServeOptions) -> Any:
         options.options,
         Path(options.mcp_config) if options.mcp_config else None,
     )
+
+
+def _app(options: ServeOptions) -> Any:
+    """The ASGI app of ``options``; its agent is built when the server starts."""
+    from harness.cli.main import opened_agent
+    from harness.serve import ApiKeys, ServeConfig, create_app
+    from harness.serve.guard import allowed_hosts_for
+
+    given = _agent_options(options)
     has_keys = options.keys or os.environ.get("HARNESS_API_KEYS", "").strip()
     keys = ApiKeys.load([Path(k) for k in options.keys]) if has_keys else None
     config = ServeConfig(
-        keys=keys, session_wait=options.session_wait, turn_timeout=options.turn_timeout
+        keys=keys,
+        session_wait=options.session_wait,
+        turn_timeout=options.turn_timeout,
+        allowed_hosts=allowed_hosts_for(
+            options.host, options.allowed_hosts, keyed=keys is not None
+        ),
     )
     return create_app(lambda: opened_agent(given), config)
 
@@ -80,6 +104,34 @@ def worker_app() -> Any:
     return _app(ServeOptions(**raw))
 
 
+def _valid_host(value: str) -> str:
+    """Refuse a host no address or name can be (blank, spaces, control characters) at once.
+
+    Otherwise it would reach the refusal to listen without keys, or uvicorn, in a message of
+    several lines.
+    """
+    valid_text(value)
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        msg = f"{shortened(value)} is not an address or a host name (e.g. 127.0.0.1 or ::1)"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def _valid_hosts(values: list[str] | None) -> list[str] | None:
+    """Refuse an ``--allowed-host`` that is not a host name or an address (a URL, a port)."""
+    try:
+        from harness.serve.config import host_name
+    except ImportError:  # no serve extra: serve says so once it runs
+        return values
+    for value in values or []:
+        valid_text(value)
+        try:
+            host_name(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return values
+
+
 def serve_command(
     workspace: WorkspaceOpt = None,
     model: ModelOpt = None,
@@ -88,7 +140,12 @@ def serve_command(
     option: ModelOptionOpt = None,
     mcp_config: MCPConfigOpt = None,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on; beyond loopback needs --keys.")
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on; beyond loopback needs --keys.",
+            callback=_valid_host,
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535)] = 8000,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Server processes.")] = 1,
@@ -98,7 +155,19 @@ def serve_command(
             "--keys",
             metavar="FILE",
             help="API key file (harness keys add); repeatable. Also $HARNESS_API_KEYS.",
+            callback=valid_paths,
             show_default="none: one local user, loopback only",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="A host name clients may use besides loopback ones (a proxy's, a tunnel's); "
+            "repeatable.",
+            callback=_valid_hosts,
+            show_default="--host, if a name or loopback",
         ),
     ] = None,
     session_wait: Annotated[
@@ -126,14 +195,17 @@ def serve_command(
         options=list(option or []),
         mcp_config=str(mcp_config) if mcp_config else None,
         keys=[str(k) for k in keys or []],
+        host=host,
+        allowed_hosts=list(allowed_host or []),
         session_wait=session_wait,
         turn_timeout=turn_timeout,
     )
     try:
-        app = _checked(options, host)
-    except ConfigError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        with one_line_errors():
+            app = _checked(options, host)
+            asyncio.run(_preflight(options))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
     import uvicorn
 
     _log_requests()
@@ -169,6 +241,19 @@ def _checked(options: ServeOptions, host: str) -> Any:
     return app
 
 
+async def _preflight(options: ServeOptions) -> None:
+    """Build the served agent once and close it, so that a bad option stops serve right here.
+
+    Every worker builds its agent when its server starts, and uvicorn reports a failure there
+    as a traceback (a worker of several is even started again and again), after listening. The
+    agent is cheap to open: a local model loads, and MCP servers start, at the first call.
+    """
+    from harness.cli.main import opened_agent
+
+    async with opened_agent(_agent_options(options)):
+        pass
+
+
 def _log_requests() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -181,7 +266,10 @@ def _log_requests() -> None:
 @keys_app.command("add")
 def add_command(
     user: Annotated[str, typer.Argument(help="The user the key acts for.")],
-    file: Annotated[Path, typer.Option("--file", "-f", help="The key file to append to.")],
+    file: Annotated[
+        Path,
+        typer.Option("--file", "-f", help="The key file to append to.", callback=valid_path),
+    ],
 ) -> None:
     """Make a key for USER, append its digest to FILE, and print the key (shown only once)."""
     from harness.serve.keys import add_key
@@ -189,7 +277,12 @@ def add_command(
     try:
         key = add_key(file, user)
     except (ConfigError, OSError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     out.print(key, markup=False, highlight=False)
-    err.print(f"added a key for {user} to {file}; it is not shown again", highlight=False)
+    err.print(
+        f"added a key for {user} to {file}; it is not shown again",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from harness.agent import DEFAULT_AGENT_NAME
 from harness.cli._common import (
@@ -74,7 +75,7 @@ def show_command(
         return
     table = Table("time", "messages", "tokens", "first kept", "flush", "offload", "summary")
     for r in records:
-        table.add_row(
+        cells = (
             str(r.get("time", "?")),
             f"{r.get('messages_before', '?')} -> {r.get('messages_after', '?')}",
             f"{r.get('tokens_before', '?')} -> {r.get('tokens_after', '?')}",
@@ -83,6 +84,7 @@ def show_command(
             _outcome(r.get("offload")),
             str(r.get("summary_hash", "?"))[:12],
         )
+        table.add_row(*map(Text, cells))  # Text, not str: a cell's str is read as markup
     out.print(table)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from harness.agent import DEFAULT_AGENT_NAME
 from harness.cli._common import (
@@ -14,9 +15,12 @@ from harness.cli._common import (
     StoreOpt,
     UserOpt,
     WorkspaceOpt,
-    not_empty,
     opened_workspace,
     run_async,
+    shortened,
+    shown_id,
+    valid_id,
+    valid_text,
 )
 from harness.cli._output import out
 from harness.errors import ConfigError
@@ -28,15 +32,18 @@ __all__ = ["tasks_app"]
 tasks_app = typer.Typer(help="Background subagent tasks.", no_args_is_help=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
-TaskArg = Annotated[str, typer.Argument(help="The task id (task_...).", callback=not_empty)]
+TaskArg = Annotated[str, typer.Argument(help="The task id (task_...).", callback=valid_id)]
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 
 async def _found(repo: TaskRepository, task_id: str, user: str | None) -> TaskRecord:
     record = await repo.get(task_id, user)
     if record is None:
-        whose = f" of user {user}" if user else ""
-        msg = f"no task {task_id!r}{whose} in {repo.directory}; `harness tasks list` shows them"
+        whose = f" of user {shown_id(user)}" if user else ""  # one line, whatever the id
+        msg = (
+            f"no task {shortened(task_id)}{whose} in {repo.directory}; "
+            "`harness tasks list` shows them"
+        )
         raise ConfigError(msg)
     return record
 
@@ -55,10 +62,15 @@ def list_command(
     agent: AgentOpt = DEFAULT_AGENT_NAME,
     status: Annotated[
         str | None,
-        typer.Option("--status", help="Only tasks with this status.", show_default="all"),
+        typer.Option(
+            "--status", help="Only tasks with this status.", show_default="all", callback=valid_text
+        ),
     ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", help="Only tasks started in this session.")
+        str | None,
+        typer.Option(
+            "--session", "-s", help="Only tasks started in this session.", callback=valid_id
+        ),
     ] = None,
     as_json: JsonOpt = False,
     store: StoreOpt = None,
@@ -84,7 +96,7 @@ def list_command(
         return
     table = Table("task", "agent", "status", "session", "created", "finished")
     for r in records:
-        table.add_row(
+        cells = (
             r.task_id,
             r.agent_id,
             r.describe_status,
@@ -92,6 +104,7 @@ def list_command(
             format_time(r.created_at),
             format_time(r.finished_at),
         )
+        table.add_row(*map(Text, cells))  # Text, not str: a session id may read as markup
     out.print(table)
 
 
@@ -139,6 +152,8 @@ def cancel_command(
 
     record, changed = run_async(_cancel())
     if changed:
-        out.print(f"Task {record.task_id}: cancellation requested ({record.describe_status}).")
+        out.print(
+            f"Task {record.task_id}: cancellation requested ({record.describe_status}).", **PLAIN
+        )
     else:
-        out.print(f"Task {record.task_id} had already finished: {record.describe_status}.")
+        out.print(f"Task {record.task_id} had already finished: {record.describe_status}.", **PLAIN)

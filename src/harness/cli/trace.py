@@ -28,6 +28,8 @@ from harness.cli._common import (
     WorkspaceOpt,
     opened_workspace,
     run_async,
+    shortened,
+    shown_id,
 )
 from harness.cli._output import out
 from harness.errors import ConfigError
@@ -56,11 +58,12 @@ def trace_command(
         async with opened_workspace(workspace, store) as manager:
             where, records = await read_trace(manager, agent, session, user)
         if records is None:
-            whose = f" of user {user}" if user else ""
+            # Ids quoted (and long ones cut): one with a line break must not break the line.
+            whose = f" of user {shown_id(user)}" if user else ""
             place = manager.root / where if manager.is_local else f"{where} in the store"
             msg = (
-                f"no trace of session {session!r}{whose} for agent {agent!r}: looked for "
-                f"{place}; traces are written by agents with tracing on "
+                f"no trace of session {shortened(session)}{whose} for agent {shortened(agent)}: "
+                f"looked for {place}; traces are written by agents with tracing on "
                 "(check --workspace, --store, --user and --agent)"
             )
             raise ConfigError(msg)
@@ -123,7 +126,7 @@ def timeline_table(call_id: str | None, group: Sequence[Record]) -> Table:
     """One call's events, a row each, with the time since the call began."""
     first = group[0]
     title = f"call {call_id}" if call_id else "outside a call"
-    table = Table("time", "event", title=f"{title} — {first.get('ts', '?')}")
+    table = Table("time", "event", title=Text(f"{title} — {first.get('ts', '?')}"))
     table.add_column("details", overflow="fold")  # paths and ids in full, never cut
     start = _seconds(first.get("ts"))
     for rec in group:

@@ -23,6 +23,7 @@ import hmac
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ KEYS_ENV: Final = "HARNESS_API_KEYS"
 _PREFIX: Final = "sha256:"
 _USER: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 _DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
+_MAX_KEY_FILE: Final = 16 * 1024 * 1024
+"""A key file's size limit: over 100,000 entries, far beyond any real file."""
+_WRITTEN_BY_ADD: Final = "pass a file that 'harness keys add USER --file FILE' wrote"
 
 
 def new_key() -> str:
@@ -89,12 +93,7 @@ class ApiKeys:
         """The keys of ``files`` and of ``$HARNESS_API_KEYS`` together."""
         users: dict[str, str] = {}
         for path in files:
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                msg = f"cannot read the API key file {path}: {exc.strerror or exc}"
-                raise ConfigError(msg) from exc
-            users.update(cls.parse(text, source=str(path)).users_by_digest)
+            users.update(cls.parse(_read_key_file(path), source=str(path)).users_by_digest)
         if environ.get(KEYS_ENV, "").strip():
             users.update(cls.parse(environ[KEYS_ENV], source=KEYS_ENV).users_by_digest)
         return cls(users)
@@ -108,6 +107,44 @@ class ApiKeys:
             if hmac.compare_digest(entry, wanted):
                 found = user
         return found
+
+
+def _read_key_file(path: Path) -> str:
+    """The text of a key file; anything that is not a readable UTF-8 text file is a ConfigError.
+
+    Opened without blocking and checked to be a regular file first: a FIFO or a device given
+    by mistake would otherwise hang the server's start (or read forever, as ``/dev/zero``).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        msg = f"cannot read the API key file {path}: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            msg = f"the API key file {path} is not a regular file; {_WRITTEN_BY_ADD}"
+            raise ConfigError(msg)
+        if info.st_size > _MAX_KEY_FILE:
+            msg = (
+                f"the API key file {path} is {info.st_size:,} bytes, more than a key file's "
+                f"{_MAX_KEY_FILE:,}; {_WRITTEN_BY_ADD}"
+            )
+            raise ConfigError(msg)
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):  # a read may return less than asked for
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        msg = f"cannot read the API key file {path}: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"the API key file {path} is not UTF-8 text (at byte {exc.start}); {_WRITTEN_BY_ADD}"
+        raise ConfigError(msg) from None
 
 
 def add_key(path: Path, user: str) -> str:
