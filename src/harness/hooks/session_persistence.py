@@ -56,10 +56,13 @@ class SessionPersistenceHook(Hook):
             # The agent holds the session's lease for the whole call: nobody else writes it.
             await self.store.save(event.ctx, event.memory, exclusive=True)
         except Exception as exc:
-            logger.error(
-                "could not save session %r of agent %r: %s", event.ctx.session_id, event.agent, exc
-            )
-            if isinstance(event, Error):
+            if isinstance(event, Error):  # the call failed already: said beside its error
+                logger.error(
+                    "could not save session %r of agent %r: %s",
+                    event.ctx.session_id,
+                    event.agent,
+                    exc,
+                )
                 event.error.add_note(f"the session could not be saved: {exc}")
                 return
             when = "the reply" if isinstance(event, PostCall) else "the turn before the model ran"
