@@ -1,4 +1,4 @@
-"""Globs and grep do bounded work whatever pattern the model picks.
+"""Globs, grep and the scans of model-written text do bounded work whatever the model picks.
 
 The globs were translated to Python regexes, which backtrack: ``*a*a*a*a*a*a*a*a*b`` against a
 long name of ``a`` ran for hours inside one C call holding the GIL, so every user of the
@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from harness.context import RuntimeContext
 from harness.filesystem import MAX_GREP_MATCHES, LocalFilesystem, RemoteFilesystem
 from harness.filesystem._semantics import Glob, matching_lines
+from harness.hooks.workspace_context import _clean
+from harness.memory._fts import _GLUED, _LATIN_WORD, CJK_CHARS, cjk_grams
 from harness.stores import InMemoryStore
 from harness.tools import FilesystemTools
 
@@ -151,3 +153,29 @@ async def test_a_glob_pattern_too_long_is_refused(
     result = await backend.glob("a" * 5_000, "/", ALICE)
     assert result.error is not None
     assert "characters long" in result.error.message
+
+
+# -- the text the model writes, as the harness scans it ---------------------------------------
+
+_GLUED_ORACLE = re.compile(f"(?<=[{CJK_CHARS}]){_LATIN_WORD}|{_LATIN_WORD}(?=[{CJK_CHARS}])")
+"""What the index took for a Latin word glued to CJK text: right, but quadratic in a word."""
+_COMMENT_ORACLE = re.compile(r"<!--.*?-->", re.DOTALL)
+"""The HTML comments the prompt leaves out: right, but quadratic in unclosed comments."""
+
+
+@given(st.text(alphabet="ab 日本_1-!", max_size=30))
+def test_glued_words_are_found_as_the_regex_found_them(text: str) -> None:
+    assert _GLUED.findall(text) == _GLUED_ORACLE.findall(text)
+
+
+@given(st.text(alphabet="<!-> a", max_size=30))
+def test_comments_are_left_out_as_the_regex_left_them(text: str) -> None:
+    assert _clean(text) == _COMMENT_ORACLE.sub("", text).strip()
+
+
+def test_model_written_text_that_made_the_scans_quadratic_is_scanned_at_once() -> None:
+    """A 2-million-letter word (the index), two million unclosed comments (the prompt)."""
+    with _watchdog(60):
+        assert _GLUED.findall("a" * 2_000_000 + " ") == []
+        assert cjk_grams("a" * 2_000_000 + "日") == "日 " + "a" * 2_000_000
+        assert _clean("<!--" * 2_000_000) == "<!--" * 2_000_000

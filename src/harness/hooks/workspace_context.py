@@ -85,14 +85,26 @@ MAX_LISTED_KNOWLEDGE_FILES: Final = 200
 _CACHE_ENTRIES: Final = 256
 _SESSION_ENTRIES: Final = 4096  # sessions whose snapshot and notes this process keeps
 
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-
 K = TypeVar("K")
 V = TypeVar("V")
 
 
 def _clean(text: str) -> str:
-    return _COMMENT.sub("", text).strip()
+    """The text without its HTML comments (``<!-- ... -->``), stripped.
+
+    In one pass: the files are the model's to write, and a regex for comments retries at each
+    unclosed ``<!--`` (20,000 of them held the event loop for 15 s).
+    """
+    kept: list[str] = []
+    start = 0
+    while (opened := text.find("<!--", start)) != -1:
+        closed = text.find("-->", opened + 4)
+        if closed == -1:
+            break  # unclosed: no later comment is closed either
+        kept.append(text[start:opened])
+        start = closed + 3
+    kept.append(text[start:])
+    return "".join(kept).strip()
 
 
 def _element(tag: str, content: str) -> str:
