@@ -132,13 +132,12 @@ class MemoryConsolidator:
         if not entries:
             return ConsolidationResult(updated=False, reason="no new daily-log entries")
         for _attempt in range(MAX_ATTEMPTS):
+            # The user's own MEMORY.md only: the shared one is the memory of calls without a
+            # user, which no user may read (layout.shared_with_users), so none starts from it.
             current = await self.workspace.read_own(MEMORY_MD, user_id) or ""
-            # A user without a MEMORY.md of their own starts from the shared one, which their
-            # prompts have shown them so far.
-            base = current or (await self.workspace.read_own(MEMORY_MD) or "" if user_id else "")
-            response = await self._merge(base, since, "\n".join(entries))
+            response = await self._merge(current, since, "\n".join(entries))
             merged = _text(response)
-            refused = refusal(base, merged, response.stop_reason)
+            refused = refusal(current, merged, response.stop_reason)
             if refused is not None:
                 shown = MEMORY_MD if not user_id else f"{MEMORY_MD} of user {user_id!r}"
                 logger.warning("consolidation refused, %s kept as it was: %s", shown, refused)

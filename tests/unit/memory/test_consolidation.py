@@ -145,13 +145,15 @@ def test_sigkill_during_consolidation_leaves_old_or_new(workspace: Path) -> None
     assert len(leftovers) <= 8  # a killed writer may leave its temp file; never a torn MEMORY.md
 
 
-async def test_a_users_first_consolidation_starts_from_the_shared_memory(workspace: Path) -> None:
+async def test_a_users_first_consolidation_never_starts_from_the_shared_memory(
+    workspace: Path,
+) -> None:
+    """The shared MEMORY.md is the memory of calls without a user, which no user may read; a
+    user's first consolidation used to copy it into theirs (and into the model's request)."""
     (workspace / "MEMORY.md").write_text("- shared: the office is in Lyon\n")
     write_log(workspace, "2026-03-13.md", "- alice fact", user="alice")
     model = FunctionModel(merged)
     await MemoryConsolidator(WorkspaceManager(workspace), model).consolidate("alice")
-    assert "Current MEMORY.md:\n- shared: the office is in Lyon" in model.requests[0][1].text
-    assert (workspace / "users" / "alice" / "MEMORY.md").read_text() == (
-        "- shared: the office is in Lyon\n- alice fact\n"
-    )
+    assert "Lyon" not in model.requests[0][1].text
+    assert (workspace / "users" / "alice" / "MEMORY.md").read_text() == "- alice fact\n"
     assert (workspace / "MEMORY.md").read_text() == "- shared: the office is in Lyon\n"

@@ -61,8 +61,9 @@ async def test_full_pass_archives_consolidates_and_prunes_every_namespace(worksp
     assert (workspace / "memory" / "notes.md").exists()
     assert sorted(report.consolidated) == ["(shared)", "alice"]
     assert (workspace / "MEMORY.md").read_text() == "- recent shared\n- not a date\n"
-    # alice had no MEMORY.md of her own: hers starts from the shared one
-    assert (alice / "MEMORY.md").read_text() == "- recent shared\n- not a date\n- alice fact\n"
+    # alice had no MEMORY.md of her own: hers starts empty, never from the shared one (the
+    # memory of calls without a user, which no user may read)
+    assert (alice / "MEMORY.md").read_text() == "- alice fact\n"
     assert sorted(report.pruned) == [
         "agents/bot/sessions/old.jsonl",
         "agents/bot/sessions/old.log.jsonl",
