@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import os
 import shutil
 import subprocess
 import uuid
@@ -19,9 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
-import pytest
-
 from _processes import answers_ping, free_port, stop, wait_until_ready
+from _required import unavailable
 from harness.filesystem import AbstractFilesystem, RemoteFilesystem
 from harness.stores import InMemoryStore, RedisStore
 
@@ -36,9 +34,7 @@ def shared_redis_url() -> str:
         return _server["url"]
     binary = shutil.which("redis-server")
     if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail(REDIS_MISSING)
-        pytest.skip(REDIS_MISSING)
+        unavailable(REDIS_MISSING)
     port = free_port()
     args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen(

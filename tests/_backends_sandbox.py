@@ -8,13 +8,11 @@ local ones; the factory checks that bubblewrap works, since the backend exists f
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
-
+from _required import unavailable
 from harness.filesystem import (
     AbstractFilesystem,
     CompositeFilesystem,
@@ -29,11 +27,7 @@ async def _require_bwrap(fs: SandboxFilesystem) -> None:
     problem = await fs.check()
     if problem is None:
         return
-    reason = f"the bubblewrap sandbox does not work here: {problem}"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    print(f"skipping: {reason}")
-    pytest.skip(reason)
+    unavailable(f"the bubblewrap sandbox does not work here: {problem}")
 
 
 @asynccontextmanager

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import pytest
 
 from _backends import FACTORIES, open_backend
 from _processes import answers_ping, free_port, running_server
+from _required import unavailable
 from _servers import OpenAIServer, running
 from harness.context import RuntimeContext
 from harness.filesystem import AbstractFilesystem, SandboxFilesystem
@@ -74,9 +74,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     server = shutil.which("redis-server")
     if server is None:
-        if os.environ.get("CI"):
-            pytest.fail(REDIS_MISSING)
-        pytest.skip(REDIS_MISSING)
+        unavailable(REDIS_MISSING)
     port = free_port()
     log = tmp_path_factory.mktemp("redis") / "redis.log"
     with log.open("wb") as output:
@@ -122,10 +120,7 @@ def local_weights() -> Path:
 
         return bundled_weights()
     except (ImportError, ConfigError):
-        if os.environ.get("CI"):
-            pytest.fail(LOCAL_MISSING)
-        print(f"skipping: {LOCAL_MISSING}")
-        pytest.skip(LOCAL_MISSING)
+        unavailable(LOCAL_MISSING)
 
 
 @dataclass(frozen=True)
@@ -194,11 +189,7 @@ async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxFilesystem]:
     fs = SandboxFilesystem(tmp_path / "workspace", timeout_seconds=30)
     problem = await fs.check()
     if problem is not None:
-        reason = f"the bubblewrap sandbox does not work here: {problem}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        print(f"skipping: {reason}")
-        pytest.skip(reason)
+        unavailable(f"the bubblewrap sandbox does not work here: {problem}")
     try:
         yield fs
     finally:

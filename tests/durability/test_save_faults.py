@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from _disks import fill, small_disk
 from _processes import answers_ping, free_port, running_server
+from _required import unavailable
 from harness import HarnessAgent, MemoryConfig, RuntimeContext, TurnNotSaved
 from harness.models import ScriptedChatModel
 from harness.session import SessionStore, StoreLeases
@@ -74,10 +74,7 @@ def persistent_redis(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]
     """A redis-server that writes every command to its append-only file before answering."""
     server = shutil.which("redis-server")
     if server is None:
-        reason = "redis-server is not installed (apt-get install redis-server)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("redis-server is not installed (apt-get install redis-server)")
     data.mkdir(exist_ok=True)
     log = data / "redis.log"
     with log.open("ab") as output:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 
+from _required import unavailable
 from harness.serve import ApiKeys, ServeConfig, digest, new_key
 
 T = TypeVar("T")
@@ -57,10 +57,7 @@ def _missing() -> str | None:
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     reason = _missing()
     if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        print(f"skipping: {reason}")
-        pytest.skip(reason)
+        unavailable(reason)
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in (
