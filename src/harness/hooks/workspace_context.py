@@ -269,7 +269,14 @@ class WorkspaceContextHook(Hook):
         view = self._view(event, live)
         tools = frozenset(tool.name for tool in event.tools)
         agents = live.texts.get(AGENTS_MD, "")
-        unusable = tuple(sorted(self.workspace.unusable_in(event.ctx.user_id).items()))
+        shown = (AGENTS_MD, MEMORY_MD, KNOWLEDGE_MD, *self.config.context_files)
+        unusable = tuple(
+            sorted(
+                (path, why)
+                for path, why in self.workspace.unusable_in(event.ctx.user_id).items()
+                if path in shown  # the files this section reads, each time it reads them
+            )
+        )
         key = (
             agents,
             view.shown.version,

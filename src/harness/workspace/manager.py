@@ -61,6 +61,9 @@ MAX_TEXT_BYTES: Final = DEFAULT_MAX_FILE_BYTES
 """The most the harness reads of a text file the model can write (memory, prompt files,
 declarations): what ``read_file`` would read of it. A bigger one is skipped, with a warning."""
 
+MAX_UNUSABLE_KEPT: Final = 1_000
+"""How many skipped files :attr:`WorkspaceManager.unusable` remembers (the newest)."""
+
 MAX_UPDATE_ATTEMPTS: Final = 50
 """Compare-and-set rounds an update tries before it gives up (each lost round means another
 writer changed the file in between, so the update is recomputed on the new text)."""
@@ -376,7 +379,10 @@ class WorkspaceManager:
             why = str(exc)
             if self.unusable.get(path) != why:
                 logger.warning("skipped %s: %s", path, why)
-            self.unusable[path] = why
+            self.unusable.pop(path, None)
+            self.unusable[path] = why  # the newest last
+            while len(self.unusable) > MAX_UNUSABLE_KEPT:
+                del self.unusable[next(iter(self.unusable))]
             return None
         if self.unusable.pop(path, None) is not None:
             logger.info("%s is usable again", path)

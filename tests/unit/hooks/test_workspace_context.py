@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -308,3 +309,44 @@ async def test_unchanged_files_are_not_read_again(
     for _ in range(5):
         await context.on_event(event())
     assert reads.count("AGENTS.md") == 1  # within refresh_seconds the snapshot is reused
+
+
+@pytest.mark.parametrize("broken", ["directory", "fifo", "link out", "too big"])
+async def test_an_unusable_memory_file_is_skipped_and_the_model_told(
+    workspace: Path, broken: str
+) -> None:
+    """A MEMORY.md the model broke used to fail every later call before the model ran; now
+    the call runs, the prompt names the file and why, and the note goes once it is repaired."""
+    namespace = workspace / "users" / "ann"
+    namespace.mkdir(parents=True)
+    memory = namespace / "MEMORY.md"
+    if broken == "directory":
+        memory.mkdir()
+    elif broken == "fifo":
+        os.mkfifo(memory)
+    elif broken == "link out":
+        (workspace.parent / "host.md").write_text("host secret")
+        memory.symlink_to(workspace.parent / "host.md")
+    else:
+        with memory.open("wb") as handle:
+            handle.truncate(600 * 1024 * 1024)
+    model = ScriptedChatModel([{"text": "ok", "repeat": True}])
+    config = WorkspaceContextConfig(refresh_seconds=0, memory_refresh="step")
+    ctx = RuntimeContext(user_id="ann", session_id="s")
+    async with HarnessAgent(
+        model=model, workspace=workspace, workspace_context=config, memory=None
+    ) as agent:
+        assert (await agent.call("hi", ctx=ctx)).text == "ok"
+        system = model.requests[-1][0].text
+        assert "<unusable_files>" in system
+        assert "- MEMORY.md: " in system
+        assert "host secret" not in system
+        if memory.is_dir() and not memory.is_symlink():
+            memory.rmdir()
+        else:
+            memory.unlink()
+        memory.write_text("- ann likes tea\n")
+        await agent.call("again", ctx=ctx)
+        system = model.requests[-1][0].text
+        assert "<unusable_files>" not in system
+        assert "ann likes tea" in system
