@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from pathlib import Path
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import RuntimeContext
-from harness.filesystem.base import FileInfo, GrepMatch, GrepResult, ListResult
+from harness.filesystem.base import FileInfo, GrepMatch, GrepResult, ListResult, ReadResult
 from harness.filesystem.local import LocalFilesystem
 from harness.kernel.message import ToolUseBlock
 from harness.kernel.toolkit import Toolkit
@@ -440,3 +441,21 @@ async def test_the_harness_records_cannot_be_written_by_the_tools(
     assert (
         await tools.write_file("notes/agents.md", "fine", caller)
     ) == "Written to notes/agents.md"
+
+
+class _HangingDisk(LocalFilesystem):
+    """A disk whose reads and searches never answer (a hung network mount)."""
+
+    async def read(self, *args: object, **kwargs: object) -> ReadResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def grep(self, *args: object, **kwargs: object) -> GrepResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_call_to_a_disk_that_hangs_is_given_up_on(workspace: Path) -> None:
+    tools = FilesystemTools(_HangingDisk(workspace), timeout_seconds=0.2)
+    for answer in (await tools.read_file("a.md", ALICE), await tools.grep_files("x", ALICE)):
+        assert answer.startswith("Error: the file operation took longer than 0.2 s")

@@ -21,7 +21,9 @@ an exception:
   output when there is any, then ``(output was truncated)`` when it was cut.
 
 Failures read ``Error: <message>``. Listings are capped (200 lines, 20,000 characters) with a
-last line saying how many more there were, so no single call floods the context.
+last line saying how many more there were, so no single call floods the context. A call still
+waiting after ``timeout_seconds`` (60 s; the backends bound their own work, so only a disk
+that hangs gets there) is given up on with an error saying so.
 
 Every tool takes the call's :class:`~harness.context.RuntimeContext` (injected by the toolkit,
 hidden from the model) and hands it to the backend, whose namespace keeps users apart. Paths are
@@ -33,13 +35,14 @@ prompt lists), except under ``users/``; writes and edits always go to the user's
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from harness.context import RuntimeContext
-from harness.errors import HarnessError
+from harness.errors import HarnessError, StorageError
 from harness.filesystem.base import (
     AbstractFilesystem,
     FileInfo,
@@ -53,12 +56,18 @@ from harness.layout import KEPT_BY_HARNESS, USERS_DIR, kept_by_harness, shared_w
 from harness.paths import normalize
 
 __all__ = [
+    "DEFAULT_TOOL_SECONDS",
     "EMPTY_FILE_REMINDER",
     "MAX_LIST_CHARS",
     "MAX_LIST_LINES",
     "MAX_NAME_BYTES",
     "FilesystemTools",
 ]
+
+_T = TypeVar("_T")
+
+DEFAULT_TOOL_SECONDS: Final = 60.0
+"""How long one file tool call may take before the model is told it was given up on."""
 
 DEFAULT_READ_LIMIT: Final = 200
 """Lines one read returns when no limit is given."""
@@ -154,11 +163,38 @@ class FilesystemTools:
             only pass the call's context on.
     """  # noqa: D205 (the tool names do not fit on one line)
 
-    def __init__(self, fs: AbstractFilesystem) -> None:
+    def __init__(
+        self, fs: AbstractFilesystem, *, timeout_seconds: float = DEFAULT_TOOL_SECONDS
+    ) -> None:
         if not isinstance(fs, AbstractFilesystem):
             msg = f"FilesystemTools needs an AbstractFilesystem, got {type(fs).__name__}"
             raise TypeError(msg)
+        if not timeout_seconds > 0:
+            msg = f"FilesystemTools timeout_seconds must be positive, got {timeout_seconds!r}"
+            raise ValueError(msg)
         self.fs = fs
+        self.timeout_seconds = timeout_seconds
+
+    async def _bounded(self, operation: Awaitable[_T]) -> _T:
+        """``operation``, given up on after ``timeout_seconds`` (a disk that hangs).
+
+        The backends bound their own work (sizes, a walk's deadline), so this is the last line:
+        the model gets an answer even when a disk stops answering, and the operation's thread
+        stays in its namespace's lane until it returns.
+
+        Raises:
+            StorageError: The time ran out; whether a write was applied is then unknown.
+        """
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                return await operation
+        except TimeoutError:
+            msg = (
+                f"the file operation took longer than {self.timeout_seconds:g} s and was given up "
+                "on (the disk may be slow); whether a write was applied is unknown: read the "
+                "file to see"
+            )
+            raise StorageError(msg) from None
 
     def tools(self) -> list[Callable[..., Any]]:
         """The tools to register; ``execute`` only when the backend can run commands."""
@@ -247,13 +283,13 @@ class FilesystemTools:
         start = max(offset or 0, 0)
         count = max(limit or DEFAULT_READ_LIMIT, 1)
         try:
-            result = await self.fs.read(path, start, count, ctx)
+            result = await self._bounded(self.fs.read(path, start, count, ctx))
             if (
                 result.error is not None
                 and result.error.code is FsErrorCode.FILE_NOT_FOUND
                 and (shared := self._shared(path, ctx)) is not None
             ):
-                fallback = await self.fs.read(path, start, count, shared)
+                fallback = await self._bounded(self.fs.read(path, start, count, shared))
                 if fallback.error is None or fallback.error.code is not FsErrorCode.FILE_NOT_FOUND:
                     result = fallback
         except (HarnessError, OSError, ValueError) as exc:
@@ -307,7 +343,7 @@ class FilesystemTools:
         if (problem := self._check(path, ctx, required=True, writing=True)) is not None:
             return problem
         try:
-            result = await self.fs.write(path, content, ctx)
+            result = await self._bounded(self.fs.write(path, content, ctx))
         except (HarnessError, OSError, ValueError) as exc:
             return f"Error: {exc}"
         if result.error is None:
@@ -344,7 +380,7 @@ class FilesystemTools:
         if old == new:
             return "Error: old_string and new_string are the same; nothing would change"
         try:
-            result = await self.fs.edit(path, old, new, bool(replace_all), ctx)
+            result = await self._bounded(self.fs.edit(path, old, new, bool(replace_all), ctx))
         except (HarnessError, OSError, ValueError) as exc:
             return f"Error: {exc}"
         if result.error is None:
@@ -379,7 +415,7 @@ class FilesystemTools:
         if (problem := self._check(where, ctx)) is not None:
             return problem
         try:
-            result = await self.fs.grep(pattern, where, glob or None, ctx)
+            result = await self._bounded(self.fs.grep(pattern, where, glob or None, ctx))
         except (HarnessError, OSError, ValueError) as exc:
             return f"Error: {exc}"
         if result.error is not None:
@@ -406,7 +442,7 @@ class FilesystemTools:
         if (problem := self._check(where, ctx)) is not None:
             return problem
         try:
-            result = await self.fs.glob(pattern, where, ctx)
+            result = await self._bounded(self.fs.glob(pattern, where, ctx))
         except (HarnessError, OSError, ValueError) as exc:
             return f"Error: {exc}"
         if result.error is not None:
@@ -429,7 +465,7 @@ class FilesystemTools:
         if (problem := self._check(where, ctx)) is not None:
             return problem
         try:
-            result = await self.fs.ls(where, ctx)
+            result = await self._bounded(self.fs.ls(where, ctx))
         except (HarnessError, OSError, ValueError) as exc:
             return f"Error: {exc}"
         if result.error is not None:
