@@ -130,3 +130,21 @@ def test_storable_keeps_clean_values_as_they_are() -> None:
 def test_an_id_that_is_not_text_is_refused() -> None:
     with pytest.raises(ValueError, match="not valid text"):
         RuntimeContext(session_id="s\udc80")
+
+
+async def test_a_memory_models_answer_is_escaped_before_it_is_written(tmp_path: Path) -> None:
+    """The flush writes the memory model's answer to the daily log: one holding a lone
+    surrogate failed the append at every call, and the flush was asked again each time."""
+    workspace = tmp_path / "ws"
+    model = ScriptedChatModel(
+        [
+            {"match": "Extract NEW", "text": "- fact \udc80 kept", "repeat": True},
+            {"text": "ok", "repeat": True},
+        ]
+    )
+    flushing = MemoryConfig(auto_consolidate=False, index=False)
+    async with HarnessAgent(model=model, workspace=workspace, memory=flushing) as agent:
+        await agent.call("remember the fact", ctx=CTX)
+    logs = list((workspace / "users" / "alice" / "memory").glob("*.md"))
+    assert len(logs) == 1
+    assert "- fact \\x80 kept" in logs[0].read_text(encoding="utf-8")

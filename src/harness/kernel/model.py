@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 from harness.errors import ModelError
-from harness.kernel.message import ContentBlock, Msg
+from harness.kernel.message import ContentBlock, Msg, storable
 
 __all__ = [
     "CACHE_KEY",
@@ -123,7 +123,11 @@ class ChatModel(Protocol):
 async def complete(
     model: ChatModel, messages: Sequence[Msg], tools: Sequence[ToolSchema] = (), **options: Any
 ) -> ChatResponse:
-    """Run ``model.stream`` to the end and return its final response."""
+    """Run ``model.stream`` to the end and return its final response.
+
+    Its content is :func:`~harness.kernel.message.storable`: what the harness writes from it
+    (a daily log, a summary, MEMORY.md) must never hold text that cannot be saved.
+    """
     response: ChatResponse | None = None
     async for item in model.stream(messages, tools, **options):
         if isinstance(item, ChatResponse):
@@ -131,4 +135,5 @@ async def complete(
     if response is None:
         msg = f"model {model.model_name!r} ended its stream without a final response"
         raise ModelError(msg)
+    response.content = storable(response.content)
     return response
