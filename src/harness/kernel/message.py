@@ -228,25 +228,21 @@ def storable(value: _T) -> _T:
         if value.isascii() or _SURROGATE.search(value) is None:
             return value
         return _SURROGATE.sub(_escaped, value)  # type: ignore[return-value]
-    if isinstance(value, list):
-        items = [storable(item) for item in value]
-        changed = any(new is not old for new, old in zip(items, value, strict=True))
-        return items if changed else value  # type: ignore[return-value]
-    if isinstance(value, dict):
-        pairs = [(storable(key), storable(item)) for key, item in value.items()]
-        changed = any(
-            k is not old_k or v is not old_v
-            for (k, v), (old_k, old_v) in zip(pairs, value.items(), strict=True)
-        )
-        return dict(pairs) if changed else value  # type: ignore[return-value]
     if isinstance(value, BaseModel):
         updates = {}
-        for field in type(value).model_fields:
-            old = getattr(value, field)
+        for field, old in value.__dict__.items():  # the fields and their values, as set
             new = storable(old)
             if new is not old:
                 updates[field] = new
         return value.model_copy(update=updates) if updates else value
+    if isinstance(value, list):
+        if any(storable(item) is not item for item in value):  # built only when one changes
+            return [storable(item) for item in value]  # type: ignore[return-value]
+        return value
+    if isinstance(value, dict):
+        if any(storable(k) is not k or storable(v) is not v for k, v in value.items()):
+            return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
+        return value
     return value
 
 
