@@ -48,6 +48,8 @@ from harness.kernel import (
     Hook,
     Msg,
     ReActAgent,
+    Reply,
+    SessionState,
     StreamItem,
     Tool,
     Toolkit,
@@ -229,7 +231,6 @@ class HarnessAgent:
         self.maintenance: MemoryMaintenance | None = None
         self.compaction = compaction
         self.compactor: ConversationCompactor | None = None
-        self._compaction: CompactionHook | None = None  # also recovers from an overflow
         self.tasks: TaskRepository | None = None
         self.subagents: SubagentsHook | None = None  # holds the subagent tools, for direct use
         # One line per capability. The chain runs hooks by their own priority (each hook's
@@ -277,36 +278,43 @@ class HarnessAgent:
     ) -> Msg:
         """Continue the context's session with new input and return the reply.
 
+        This is :meth:`stream`, consumed: one turn engine whether or not anyone watches.
+
         Args:
             msgs: A user text, a message, a list of messages, or nothing.
             ctx: Who the call is for and which session it continues (``"default"`` if unset).
         """
-        ctx = self._bind(ctx)
-        async with self._session_lock(ctx), self._lease(ctx):
-            memory = await self._restore(ctx)
-            try:
-                return await self.delegate.call(msgs, ctx=ctx, memory=memory)
-            except ContextOverflowError as overflow:
-                if self._compaction is None:
-                    msg = (
-                        f"the conversation no longer fits the model's context window ({overflow}); "
-                        "pass compaction=CompactionConfig() to summarize long history automatically"
-                    )
-                    raise ContextOverflowError(msg) from overflow
-                await self._compaction.recover(ctx, self.name, memory, overflow)
-            # The input is already in memory (the failed attempt kept it): retry without it,
-            # so the user's turn appears once.
-            return await self.delegate.call(None, ctx=ctx, memory=memory)
+        async with contextlib.aclosing(self.stream(msgs, ctx=ctx)) as items:
+            async for item in items:
+                if isinstance(item, Reply):
+                    return item.message
+        msg = "the call's stream ended without a reply"  # the kernel returns or raises
+        raise AssertionError(msg)
 
     async def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
     ) -> AsyncGenerator[StreamItem, None]:
-        """Like :meth:`call`, yielding text deltas and tool activity, then the reply."""
+        """Continue the context's session, yielding deltas and tool activity, then the reply.
+
+        The last item is a :class:`~harness.kernel.Reply`.
+        The session's messages and state are loaded under its lease and saved as the turn goes
+        (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the
+        step retried once when ``compaction`` is on (:mod:`harness.hooks.compaction`).
+        """
         ctx = self._bind(ctx)
         async with self._session_lock(ctx), self._lease(ctx):
-            memory = await self._restore(ctx)
-            async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory):
-                yield item
+            memory, state = await self._restore(ctx)
+            try:
+                async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
+                    yield item
+            except ContextOverflowError as overflow:
+                if self.compaction is not None:
+                    raise  # compaction could not make it fit: said in the error's notes
+                msg = (
+                    f"the conversation no longer fits the model's context window ({overflow}); "
+                    "pass compaction=CompactionConfig() to summarize long history automatically"
+                )
+                raise ContextOverflowError(msg) from overflow
 
     def interrupt(self) -> None:
         """Stop every running call; each raises :class:`~harness.errors.AgentInterrupted`."""
@@ -408,8 +416,7 @@ class HarnessAgent:
             flush=flush if compaction.flush_before else None,
             transcript=transcript if compaction.offload_before else None,
         )
-        self._compaction = CompactionHook(self.compactor, compaction, log=self.compactions)
-        return [self._compaction]
+        return [CompactionHook(self.compactor, compaction, log=self.compactions)]
 
     def _file_tools(
         self, toolkit: Toolkit, enabled: bool, eviction: ToolResultEvictionConfig | None
@@ -551,8 +558,9 @@ class HarnessAgent:
         """
         return self.leases.hold(self.sessions.directory(ctx), wait=self.session_wait)
 
-    async def _restore(self, ctx: RuntimeContext) -> list[Msg]:
+    async def _restore(self, ctx: RuntimeContext) -> tuple[list[Msg], SessionState]:
         if not self._checked:
             await asyncio.to_thread(self.workspace.check)
             self._checked = True
-        return await self.sessions.load(ctx)
+        memory = await self.sessions.load(ctx)
+        return memory, await self.sessions.load_state(ctx)

@@ -1,4 +1,7 @@
-"""HarnessAgent.call recovers from a context overflow by compacting by force and retrying once."""
+"""A turn recovers from a context overflow by compacting by force and trying the step once more.
+
+The same through ``call`` and ``stream``: one turn engine (issue 28).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ from harness.compaction import CompactionConfig
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
+    Event,
+    Hook,
+    Progress,
+    Reply,
     StreamItem,
     TextBlock,
     ToolResultBlock,
@@ -133,3 +140,82 @@ async def test_a_recovery_reports_nothing_to_a_stream_the_call_is_not_part_of(
         STREAM.reset(token)
     assert reply.text == "it fits now"
     assert parents_stream == []
+
+
+class Events(Hook):
+    """Records the type and call id of every event."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def on_event(self, event: Event) -> None:
+        self.seen.append((type(event).__name__, event.call_id))
+
+
+async def test_a_streamed_turn_recovers_as_a_called_one_does(workspace: Path) -> None:
+    """`harness chat` and `harness serve` stream: the overflow recovery is theirs too."""
+    events = Events()
+    agent = HarnessAgent(
+        model=SmallWindow(),
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        hooks=[events],
+        compaction=CompactionConfig(trigger_messages=0, trigger_tokens=0, keep_messages=4),
+    )
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, history(30))
+    items = [item async for item in agent.stream("and now?", ctx=ctx)]
+
+    reply = items[-1]
+    assert isinstance(reply, Reply)
+    assert reply.message.text == "it fits now"
+    assert any(isinstance(i, Progress) and i.kind == "compaction" for i in items)
+    saved = await agent.sessions.load(ctx)
+    assert saved[0].name == SUMMARY_NAME
+    assert [m.text for m in saved].count("and now?") == 1
+    # One call: the step is tried again inside it, never a second call with its own PreCall.
+    # (The compaction hook, at 10, announces its forced compaction before this hook, at 100,
+    # sees the overflow it answers.)
+    assert [name for name, _ in events.seen] == [
+        "PreCall",
+        "PreReasoning",
+        "PreCompact",
+        "PostCompact",
+        "ContextOverflow",
+        "PreReasoning",
+        "PostReasoning",
+        "PostCall",
+    ]
+    assert len({call_id for _, call_id in events.seen}) == 1
+
+
+async def test_without_compaction_a_stream_says_what_to_do(workspace: Path) -> None:
+    agent = HarnessAgent(
+        model=SmallWindow(), workspace=workspace, memory=None, workspace_context=None
+    )
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, history(30))
+    with pytest.raises(ContextOverflowError, match="pass compaction=CompactionConfig"):
+        async for _ in agent.stream("and now?", ctx=ctx):
+            pass
+    saved = await agent.sessions.load(ctx)
+    assert saved[-1].text == "and now?"  # the input was accepted and kept
+
+
+async def test_an_overflow_compaction_cannot_shrink_is_raised_once_with_a_note(
+    workspace: Path,
+) -> None:
+    model = SmallWindow()
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        compaction=CompactionConfig(),
+    )
+    ctx = RuntimeContext(session_id="s")
+    with pytest.raises(ContextOverflowError) as raised:
+        await agent.call("x" * (LIMIT + 10), ctx=ctx)  # one message: nothing to summarize
+    assert any("compaction could not shrink" in note for note in raised.value.__notes__)
+    assert len(model.requests) == 1  # not retried: compaction changed nothing

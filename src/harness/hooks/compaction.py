@@ -20,9 +20,11 @@ once the cut is known, before anything is written, and :class:`PostCompact` afte
 replaced, with the compaction record in ``details``; that record is then added to the
 session's :class:`~harness.session.CompactionLog` when the hook was given one.
 
-Overflow: when the provider still refuses a request as too long, :meth:`CompactionHook.recover`
-compacts the conversation by force (whatever the triggers say) so that one retry can fit, and
-announces it like any compaction; ``HarnessAgent`` calls it and retries once.
+Overflow: when the provider still refuses a request as too long, the agent offers the hook a
+:class:`~harness.kernel.ContextOverflow`; the hook compacts the conversation by force (whatever
+the triggers say), announces it like any compaction and marks the overflow recovered, and the
+agent runs the step again, once. When compaction cannot shrink the conversation, the overflow
+is left unrecovered and the agent raises it.
 
 Failures: any error of compaction is logged and the step goes on uncompacted; the summarizer's
 own failure does not even get here (the compactor falls back to an extractive summary). An
@@ -48,9 +50,8 @@ from harness.compaction import (
     is_interruption,
     truncate_args,
 )
-from harness.context import RuntimeContext
-from harness.errors import ContextOverflowError
 from harness.kernel import (
+    ContextOverflow,
     Event,
     Hook,
     HookHost,
@@ -58,7 +59,6 @@ from harness.kernel import (
     PostCompact,
     PreCompact,
     PreReasoning,
-    new_call_id,
     report,
 )
 from harness.session import CompactionLog
@@ -98,7 +98,7 @@ class CompactionHook(Hook):
     """
 
     priority = 10
-    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning,)
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, ContextOverflow)
 
     def __init__(
         self,
@@ -117,6 +117,9 @@ class CompactionHook(Hook):
             self._agent = agent
 
     async def on_event(self, event: Event) -> None:
+        if isinstance(event, ContextOverflow):
+            await self._recover(event)
+            return
         if not isinstance(event, PreReasoning):
             return
         try:
@@ -159,7 +162,9 @@ class CompactionHook(Hook):
         if result is not None:
             await self._post_compact(event, result)
 
-    def _pre_compact(self, event: PreReasoning) -> Callable[[CompactionPlan], Awaitable[None]]:
+    def _pre_compact(
+        self, event: PreReasoning | ContextOverflow
+    ) -> Callable[[CompactionPlan], Awaitable[None]]:
         async def announce(plan: CompactionPlan) -> None:
             report("compaction_started", cut=plan.cut, tokens_before=plan.tokens_before)
             if self._agent is not None:
@@ -168,6 +173,7 @@ class CompactionHook(Hook):
                         ctx=event.ctx,
                         agent=event.agent,
                         memory=event.memory,
+                        state=event.state,
                         call_id=event.call_id,
                         cut=plan.cut,
                         tokens_before=plan.tokens_before,
@@ -176,48 +182,50 @@ class CompactionHook(Hook):
 
         return announce
 
-    async def recover(
-        self, ctx: RuntimeContext, agent: str, memory: list[Msg], overflow: ContextOverflowError
-    ) -> None:
-        """Shrink ``memory`` after a context overflow so one retry can fit, or say why not.
+    async def _recover(self, event: ContextOverflow) -> None:
+        """Shrink memory after a context overflow so that the step's retry can fit.
 
-        Runs between the failed call and its retry, so its ``PostCompact`` has a call id of
-        its own.
-
-        Raises:
-            ContextOverflowError: Compaction could not shrink the conversation.
+        Left unrecovered (the agent raises the overflow) when compaction cannot shrink it; a
+        failure of compaction itself is logged, like at PreReasoning, and leaves it unrecovered.
         """
+        memory = event.memory
         conversation = [m for m in memory if m.role != "system"]
-        result = await self.compactor.compact(ctx, conversation, self.config, force=True)
+        try:
+            result = await self.compactor.compact(
+                event.ctx, conversation, self.config, force=True, on_plan=self._pre_compact(event)
+            )
+        except Exception as exc:
+            if is_interruption(exc):
+                raise
+            logger.warning(
+                "compaction after a context overflow failed (session %r): %s",
+                event.ctx.session_id,
+                exc,
+                exc_info=True,
+            )
+            return
         if result is None:
-            msg = f"the context overflowed and compaction could not shrink it: {overflow}"
-            raise ContextOverflowError(msg) from overflow
+            event.error.add_note("compaction could not shrink the conversation")
+            return
         memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
-        await self._announce(ctx, agent, memory, new_call_id(), result)
+        event.recovered = True
+        await self._post_compact(event, result)
 
-    async def _post_compact(self, event: PreReasoning, result: CompactionResult) -> None:
-        if result.summary is not None:  # reported to this call's stream, if it has one
-            report("compaction", removed=result.removed, tokens_after=result.tokens_after)
-        await self._announce(event.ctx, event.agent, event.memory, event.call_id, result)
-
-    async def _announce(
-        self,
-        ctx: RuntimeContext,
-        agent: str,
-        memory: list[Msg],
-        call_id: str,
-        result: CompactionResult,
+    async def _post_compact(
+        self, event: PreReasoning | ContextOverflow, result: CompactionResult
     ) -> None:
         if result.summary is None:
             return
+        report("compaction", removed=result.removed, tokens_after=result.tokens_after)
         details = result.record()
         if self._agent is not None:
             await self._agent.emit(
                 PostCompact(
-                    ctx=ctx,
-                    agent=agent,
-                    memory=memory,
-                    call_id=call_id,
+                    ctx=event.ctx,
+                    agent=event.agent,
+                    memory=event.memory,
+                    state=event.state,
+                    call_id=event.call_id,
                     removed=result.removed,
                     summary=result.summary,
                     tokens_after=result.tokens_after,
@@ -225,4 +233,4 @@ class CompactionHook(Hook):
                 )
             )
         if self.log is not None:
-            await self.log.append(ctx, details)
+            await self.log.append(event.ctx, details)

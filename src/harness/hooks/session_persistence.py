@@ -2,14 +2,16 @@
 
 Before every reasoning step (PreReasoning) it saves the call's memory as it stands: the user's
 input before the first step, then each completed step (the model's turn and all its tool
-results). So a process killed in the middle of a long call (SIGKILL, a crash, the machine
-going away) keeps everything completed before the kill; saves of a grown conversation only
-append. On PostCall it saves the reply. On Error (a failed or interrupted call) it saves what
-was accepted: the user's input and every completed turn. The agent has already dropped an
-assistant turn whose tool calls never got their results, and a half-streamed answer is never in
-memory in the first place.
-Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` in the user's namespace; see
-:class:`~harness.session.SessionStore` for the format and the atomicity rules.
+results); and the session's state (:mod:`harness.kernel.state`) when a hook changed it, so what
+the model is about to be shown is on record before it is shown. So a process killed in the
+middle of a long call (SIGKILL, a crash, the machine going away) keeps everything completed
+before the kill; saves of a grown conversation only append. On PostCall it saves the reply.
+On Error (a failed or interrupted call) it saves what was accepted: the user's input and every
+completed turn. The agent has already dropped an assistant turn whose tool calls never got their
+results, and a half-streamed answer is never in memory in the first place.
+Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` and ``state.json`` in the
+user's namespace; see :class:`~harness.session.SessionStore` for the format and the atomicity
+rules.
 
 A save that fails is a failed call, never a success: :class:`~harness.errors.TurnNotSaved`,
 with the reply the model gave (``exc.reply``) for a caller that wants to show it as lost. Before
@@ -20,8 +22,11 @@ user's input, and the steps before the failure): the Error that follows does not
 the file never holds more than the caller was told. After a call that failed for another
 reason, a failed save is logged and noted on the original error.
 
-Priority 900: it runs after every other hook (memory flush at 5 writes memory files before the
-snapshot), so what is saved is what the call ended with.
+Priority 900, and last in the chain: it runs after every other hook has changed memory and
+state (compaction at 10 rewrites memory, workspace context at 900 sets the state of this step's
+prompt), so what is saved is what the model is shown and what the call ended with. The memory
+flush (5) only queues its work at PostCall; it runs in the background and writes memory files,
+never the session.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class SessionPersistenceHook(Hook):
         try:
             # The agent holds the session's lease for the whole call: nobody else writes it.
             await self.store.save(event.ctx, event.memory, exclusive=True)
+            await self.store.save_state(event.ctx, event.state)
         except Exception as exc:
             if isinstance(event, Error):  # the call failed already: said beside its error
                 logger.error(

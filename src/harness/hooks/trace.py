@@ -10,9 +10,9 @@ File: with a workspace, every event of a call also becomes one record of
 :mod:`harness.observability.trace_file`; ``harness trace SESSION`` renders it). The records of
 a call are buffered and appended in one whole-record write when the call ends (PostCall or
 Error), so the loop never waits on storage between steps, and one call's records are
-contiguous in the file. A failed write is logged and never fails the call. Events outside any
-call (the compaction ``HarnessAgent`` runs between a context overflow and its retry) are
-written at once.
+contiguous in the file. A failed write is logged and never fails the call. A context overflow
+is a ``ContextOverflow`` record in its call; when compaction recovered, the forced
+``PostCompact`` and the step's second ``PreReasoning`` follow it.
 
 Spans: with ``otel=True``, OpenTelemetry spans per call, reasoning step and tool call
 (:mod:`harness.observability.otel`).
@@ -20,8 +20,7 @@ Spans: with ``otel=True``, OpenTelemetry spans per call, reasoning step and tool
 Which call an event belongs to: every event carries its call's id (``event.call_id``, fresh
 per call), and the hook keeps the open calls by it. Calls for different sessions or users,
 running concurrently on one agent, therefore never mix their records. An event whose call is
-not open (the compaction ``HarnessAgent`` runs between a context overflow and its retry has
-an id of its own) is written at once.
+not open (one a hook emits outside any call) is written at once.
 
 Eviction shows in a tool's record: the hook sees a result before
 :class:`~harness.hooks.ToolResultEvictionHook` (50) replaces it, so it notes the tool's own
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from harness.compaction.eviction import parse_placeholder
 from harness.kernel import (
+    ContextOverflow,
     Error,
     Event,
     Hook,
@@ -54,6 +54,7 @@ from harness.kernel import (
     PreCompact,
     PreReasoning,
     ToolResultBlock,
+    usage_fields,
 )
 from harness.observability.trace_file import (
     MAX_ARGUMENT_CHARS,
@@ -155,14 +156,10 @@ def _fields(event: Event) -> dict[str, Any]:
         case PreReasoning():
             return {"step": event.step, "messages": len(event.messages), "tools": len(event.tools)}
         case PostReasoning():
-            usage = event.usage
             return {
                 "step": event.step,
                 "model": event.model,
-                "input_tokens": usage.input_tokens if usage else None,
-                "output_tokens": usage.output_tokens if usage else None,
-                "cache_read_tokens": usage.cache_read_tokens if usage else None,
-                "cache_write_tokens": usage.cache_write_tokens if usage else None,
+                **usage_fields(event.usage),
                 "latency_s": round(event.latency_s, 6),
                 "tool_calls": [call.name for call in event.message.tool_uses],
                 "text_chars": len(event.message.text),
@@ -186,6 +183,11 @@ def _fields(event: Event) -> dict[str, Any]:
             return fields
         case PostCall():
             return {"reply_chars": len(event.reply.text)}
+        case ContextOverflow():
+            return {
+                "step": event.step,
+                "message": cut(str(event.error), MAX_MESSAGE_CHARS),
+            }
         case Error():
             return {
                 "type": type(event.error).__name__,
@@ -299,6 +301,9 @@ class AgentTraceHook(Hook):
                 call.chat_span = spans.start_chat(call.span, event.step)
             case PostReasoning() if call.chat_span is not None:
                 spans.end_chat(call.chat_span, event.model, event.usage)
+                call.chat_span = None
+            case ContextOverflow() if call.chat_span is not None:
+                spans.fail(call.chat_span, event.error)  # the step's retry opens its own
                 call.chat_span = None
             case PreActing() if call.span is not None:
                 call.tool_spans[event.tool_call.id] = spans.start_tool(call.span, event.tool_call)

@@ -25,13 +25,19 @@ A snapshot per session (``config.memory_refresh``). A memory write in the middle
 or every cached token of the session is lost at the next step. So each session keeps the
 MEMORY.md, knowledge and extra files it started with (and its date), and a change reaches the
 model as a short ``<workspace_update>`` note with the lines added and removed, inserted after
-the message that was last when the change was seen: at the same place at every later step, so
-the prefix before it never changes. The snapshot is taken again after a compaction of the
+the message that was last when the change was seen (at a call's first step, before the input
+that opened the call, so the user's words stay last): at the same place at every later step,
+so the prefix before it never changes. The snapshot is taken again after a compaction of the
 session (``"compaction"``, the default; the hook listens for ``PostCompact``), only when a
 session starts (``"session"``), or at every step (``"step"``, no notes). AGENTS.md is the
-operator's instructions and is always shown as it is now. The notes live in this process, not
-in the session: a session resumed by another process takes a new snapshot, which already holds
-the change. A note whose message is gone (a rewrite the hook did not see) moves to the end, once.
+operator's instructions and is always shown as it is now. A note whose message is gone (a
+rewrite the hook did not see) moves to the end, once.
+
+The snapshot, its date and the notes are the session's state (``state_key``
+``"workspace_context"``, :mod:`harness.kernel.state`), saved with the session: a session that
+continues in another process or serve worker shows the model the same system prompt, byte for
+byte, and the same notes at the same places, until the refresh point above. (Only AGENTS.md,
+the operator's, and the list of unusable files are read live at every step.)
 
 Nothing here is written back to memory: PreReasoning input is rebuilt every step, so the section
 never accumulates. Reading files on every step would cost a worker-thread round trip per step
@@ -58,10 +64,12 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
+
+from pydantic import ValidationError
 
 from harness.kernel import (
     CACHE_KEY,
@@ -72,6 +80,7 @@ from harness.kernel import (
     Msg,
     PostCompact,
     PreReasoning,
+    SessionState,
 )
 from harness.sections import SystemSection
 from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD, WorkspaceManager
@@ -83,7 +92,6 @@ MAX_LISTED_KNOWLEDGE_FILES: Final = 200
 """Knowledge files listed by path; more are counted, not listed."""
 
 _CACHE_ENTRIES: Final = 256
-_SESSION_ENTRIES: Final = 4096  # sessions whose snapshot and notes this process keeps
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -221,6 +229,7 @@ class WorkspaceContextHook(Hook):
 
     priority = 900
     events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, PostCompact)
+    state_key: ClassVar[str] = "workspace_context"
 
     def __init__(
         self,
@@ -239,24 +248,27 @@ class WorkspaceContextHook(Hook):
         )
         self._snapshots: dict[str | None, _Snapshot] = {}
         self._sections: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._views: dict[tuple[str, str | None], _SessionView] = {}
         self._metadata: dict[tuple[int, str | None], dict[str, object]] = {}
         self._versions = itertools.count()
         self._system = SystemSection()
 
     async def on_event(self, event: Event) -> None:
         if isinstance(event, PostCompact):
-            view = self._views.get(_view_key(event))
-            if view is not None:
+            view = self._restored(event.state)
+            if view is not None and not view.compacted:
                 view.compacted = True
+                self._keep(event.state, view)
             return
         assert isinstance(event, PreReasoning)
         messages = event.messages
         before = len(messages[0].content) if messages and messages[0].role == "system" else 0
         blocks, view = await self._prompt(event)
         metadata = self._cache_metadata(before, event.ctx.user_id)
+        messages = self._system.apply(messages, blocks, metadata)
         newest = event.memory[-1].id if event.memory else None
-        event.messages = _with_notes(self._system.apply(messages, blocks, metadata), view, newest)
+        if view.notes and view.reanchor({message.id for message in messages}, newest):
+            self._keep(event.state, view)
+        event.messages = _with_notes(messages, view)
 
     async def section(self, event: PreReasoning) -> str:
         """The full workspace section for this step, its blocks joined."""
@@ -297,24 +309,42 @@ class WorkspaceContextHook(Hook):
 
     def _view(self, event: PreReasoning, live: _Snapshot) -> _SessionView:
         """The session's view, taken again when the policy says so, with a note for changes."""
-        key = _view_key(event)
-        view = self._views.get(key)
         refresh = self.config.memory_refresh
         today = _today()
-        if view is None or refresh == "step" or (view.compacted and refresh == "compaction"):
+        if refresh == "step":  # nothing to remember: every step shows the files as they are
+            return _SessionView(shown=live, told=live, date=today, told_date=today)
+        view = self._restored(event.state, live)
+        if view is None or (view.compacted and refresh == "compaction"):
             view = _SessionView(shown=live, told=live, date=today, told_date=today)
-            _remember(self._views, key, view, limit=_SESSION_ENTRIES)
+            self._keep(event.state, view)
             return view
         if live.version != view.told.version or today != view.told_date:
             text = _change_note(view.told, live, view.told_date, today)
             if text:
-                newest = event.memory[-1].id if event.memory else None
                 note = Msg(
                     role="user", name="workspace_update", content=text, metadata={SYNTHETIC: True}
                 )
-                view.notes.append((newest, note))
+                view.notes.append((_anchor(event), note))
             view.told, view.told_date = live, today
+            self._keep(event.state, view)
         return view
+
+    def _restored(self, state: SessionState, live: _Snapshot | None = None) -> _SessionView | None:
+        """The session's view as its state holds it (None for a session that has none yet)."""
+        cached = state.cached(self.state_key)
+        if isinstance(cached, _SessionView):
+            return cached
+        value = state.get(self.state_key)
+        if value is None:
+            return None
+        view = _SessionView.decode(value, live, self._versions)
+        if view is None:
+            return None  # a state this version cannot read: the session starts a new view
+        state.remember(self.state_key, view)
+        return view
+
+    def _keep(self, state: SessionState, view: _SessionView) -> None:
+        state.set(self.state_key, view.encode(), cache=view)
 
     def _cache_metadata(self, before: int, user_id: str | None) -> dict[str, object] | None:
         """What the system message says to the adapters about caching (module docs)."""
@@ -437,22 +467,26 @@ class WorkspaceContextHook(Hook):
         return assemble(_fit_memory(text.get(MEMORY_MD, ""), available, hint))
 
 
-def _view_key(event: Event) -> tuple[str, str | None]:
-    """A session's key; a call without a session is a session of its own."""
-    return (event.ctx.session_id or f"call:{event.call_id}", event.ctx.user_id)
+def _anchor(event: PreReasoning) -> str | None:
+    """The id of the message a note seen now follows (None: before the whole conversation).
 
-
-def _with_notes(messages: list[Msg], view: _SessionView, newest: str | None) -> list[Msg]:
-    """``messages`` with the session's notes, each after the message it follows (module docs).
-
-    ``newest`` is the id of the conversation's last message, where notes go whose message is
-    gone (the history was rewritten under them): from then on they stay there.
+    The conversation's last message; at a call's first step, the one before the input that
+    opened the call (its last user messages), so that the user's words stay the last thing the
+    model reads.
     """
+    memory = event.memory
+    index = len(memory)
+    if event.step == 0:
+        while index and memory[index - 1].role == "user":
+            index -= 1
+    return memory[index - 1].id if index else None
+
+
+def _with_notes(messages: list[Msg], view: _SessionView) -> list[Msg]:
+    """``messages`` with the session's notes, each after the message it follows (module docs)."""
     if not view.notes:
         return messages
     where = {message.id: index for index, message in enumerate(messages)}
-    if any(anchor is not None and anchor not in where for anchor, _ in view.notes):
-        view.notes = [(newest, note) for _, note in view.notes]
     system = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
     after: dict[int, list[Msg]] = {}
     for anchor, note in view.notes:  # None: the conversation was empty, so before all of it
@@ -539,6 +573,21 @@ class _Snapshot:
     taken_at: float
     generation: int
 
+    def encode(self) -> dict[str, Any]:
+        return {"texts": dict(self.texts), "knowledge_files": list(self.knowledge_files)}
+
+    @staticmethod
+    def decode(value: Any, live: _Snapshot | None, versions: Iterator[int]) -> _Snapshot:
+        """A kept snapshot: ``live`` itself when it holds the same files (raises if malformed)."""
+        texts, knowledge_files = value["texts"], tuple(value["knowledge_files"])
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
+            raise TypeError("texts")
+        if not all(isinstance(path, str) for path in knowledge_files):
+            raise TypeError("knowledge_files")
+        if live is not None and live.texts == texts and live.knowledge_files == knowledge_files:
+            return live
+        return _Snapshot(next(versions), texts, knowledge_files, taken_at=0.0, generation=-1)
+
 
 @dataclass(slots=True, eq=False)
 class _SessionView:
@@ -553,6 +602,48 @@ class _SessionView:
     notes: list[tuple[str | None, Msg]] = field(default_factory=list)
     """(the id of the message a note follows, None before all; the note), oldest first."""
     compacted: bool = False
+
+    def reanchor(self, present: AbstractSet[str], newest: str | None) -> bool:
+        """Move every note to ``newest`` when one's message is gone; True if they moved.
+
+        The history was rewritten under the note; from then on the notes stay there.
+        """
+        if all(anchor is None or anchor in present for anchor, _ in self.notes):
+            return False
+        self.notes = [(newest, note) for _, note in self.notes]
+        return True
+
+    def encode(self) -> dict[str, Any]:
+        """The view as the session's state keeps it (JSON)."""
+        return {
+            "shown": self.shown.encode(),
+            "told": None if self.told is self.shown else self.told.encode(),
+            "date": self.date,
+            "told_date": self.told_date,
+            "notes": [[anchor, note.model_dump(mode="json")] for anchor, note in self.notes],
+            "compacted": self.compacted,
+        }
+
+    @classmethod
+    def decode(
+        cls, value: object, live: _Snapshot | None, versions: Iterator[int]
+    ) -> _SessionView | None:
+        """The view :meth:`encode` kept; None if ``value`` is not one."""
+        try:
+            if not isinstance(value, dict):
+                raise TypeError("not an object")
+            shown = _Snapshot.decode(value["shown"], live, versions)
+            told = value["told"]
+            told = shown if told is None else _Snapshot.decode(told, live, versions)
+            notes = [(anchor, Msg.model_validate(note)) for anchor, note in value["notes"]]
+            dates = (value["date"], value["told_date"])
+            if not all(isinstance(x, str) for x in dates) or not all(
+                anchor is None or isinstance(anchor, str) for anchor, _ in notes
+            ):
+                raise TypeError("dates or anchors")
+            return cls(shown, told, *dates, notes, bool(value["compacted"]))
+        except (KeyError, TypeError, ValueError, ValidationError):
+            return None
 
 
 def _remember(cache: dict[K, V], key: K, value: V, *, limit: int = _CACHE_ENTRIES) -> None:

@@ -6,6 +6,7 @@ Usable without the rest of Harness; it depends only on :mod:`harness.errors` and
 
 from harness.kernel.agent import DEFAULT_MAX_ITERS, ReActAgent, new_call_id
 from harness.kernel.events import (
+    ContextOverflow,
     Error,
     Event,
     PostActing,
@@ -44,7 +45,9 @@ from harness.kernel.model import (
     ToolSchema,
     Usage,
     complete,
+    usage_fields,
 )
+from harness.kernel.state import SessionState
 from harness.kernel.streaming import (
     Progress,
     Reply,
@@ -68,6 +71,7 @@ __all__ = [
     "ChatModel",
     "ChatResponse",
     "ContentBlock",
+    "ContextOverflow",
     "Error",
     "Event",
     "Hook",
@@ -87,6 +91,7 @@ __all__ = [
     "ReActAgent",
     "Reply",
     "Role",
+    "SessionState",
     "StreamItem",
     "TextBlock",
     "TextDelta",
@@ -107,5 +112,6 @@ __all__ = [
     "new_id",
     "report",
     "storable",
+    "usage_fields",
     "written_by_harness",
 ]

@@ -4,15 +4,26 @@
 two extension points, the hook chain and the toolkit; the loop itself knows nothing of
 workspaces, memory files or sessions.
 
-A call works on a *memory*, the list of messages the conversation keeps. By default that is the
-agent's own ``memory`` list; a caller that serves many conversations passes one per call, so
-concurrent calls never share a list. The system prompt is not part of memory: it is put in front
-of memory for every model call.
+A call works on a *memory*, the list of messages the conversation keeps, and on the
+conversation's :class:`~harness.kernel.SessionState`, what hooks keep about it from call to
+call. By default those are the agent's own ``memory`` and ``state``; a caller that serves many
+conversations passes them per call, so concurrent calls never share them. The system prompt is
+not part of memory: it is put in front of memory for every model call.
+
+One turn engine: :meth:`ReActAgent.call` is :meth:`ReActAgent.stream` consumed, so whatever a
+turn does (hooks, persistence, the retry after a context overflow, interrupts) happens the same
+way whether or not anyone watches it stream.
+
+A context overflow (the provider refused a request as too long) is offered to the hooks as a
+:class:`~harness.kernel.ContextOverflow` event before anything of the step streamed; a hook that
+shrinks memory (compaction) marks it recovered and the step runs again, once, within the same
+call: the user's input is in memory once, and no step before it runs again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -21,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.context import RuntimeContext
-from harness.errors import AgentInterrupted, ModelError
+from harness.errors import AgentInterrupted, ContextOverflowError, ModelError
 from harness.kernel.cancelling import cancel_and_wait
 from harness.kernel.events import (
+    ContextOverflow,
     Error,
     Event,
     PostActing,
@@ -42,7 +54,8 @@ from harness.kernel.message import (
     drop_unanswered_tail,
     storable,
 )
-from harness.kernel.model import ChatModel, ChatResponse
+from harness.kernel.model import ChatModel, ChatResponse, usage_fields
+from harness.kernel.state import SessionState
 from harness.kernel.streaming import (
     STREAM,
     Emit,
@@ -81,6 +94,7 @@ class _Call:
     id: str
     ctx: RuntimeContext
     memory: list[Msg]
+    state: SessionState
     emit: Emit | None
 
 
@@ -133,6 +147,7 @@ class ReActAgent:
             Msg(role="system", name="system", content=sys_prompt) if sys_prompt else None
         )
         self.memory: list[Msg] = []
+        self.state = SessionState()
         self._running: set[asyncio.Task[Any]] = set()
         self._interrupting: set[asyncio.Task[Any]] = set()
 
@@ -142,24 +157,29 @@ class ReActAgent:
         *,
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
+        state: SessionState | None = None,
     ) -> Msg:
-        """Run one call to its final answer.
+        """Run one call to its final answer: :meth:`stream`, consumed.
 
         Args:
             msgs: New input: a user text, a message, a list of messages, or nothing.
             ctx: The call's context (an empty one if not given).
             memory: The conversation to continue and extend; the agent's own ``memory`` if None.
+            state: What the hooks keep about the conversation; the agent's own ``state`` if
+                None.
 
         Raises:
             AgentInterrupted: :meth:`interrupt` stopped the call.
             ModelError: The model failed (see its subclasses).
         """
-        return await self._run(
-            as_messages(msgs),
-            ctx or RuntimeContext(),
-            self.memory if memory is None else memory,
-            emit=None,
-        )
+        async with contextlib.aclosing(
+            self.stream(msgs, ctx=ctx, memory=memory, state=state)
+        ) as items:
+            async for item in items:
+                if isinstance(item, Reply):
+                    return item.message
+        msg = "the call's stream ended without a reply"  # _run returns or raises: never here
+        raise AssertionError(msg)
 
     async def stream(
         self,
@@ -167,17 +187,20 @@ class ReActAgent:
         *,
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
+        state: SessionState | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         """Run one call, yielding deltas and tool activity as they happen, then the :class:`Reply`.
 
-        Closing the iterator early cancels the call.
+        Arguments as for :meth:`call`. Closing the iterator early cancels the call.
         """
+        inputs = as_messages(msgs)  # bad input fails here, before anything runs
         queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
         task = asyncio.create_task(
             self._run(
-                as_messages(msgs),
+                inputs,
                 ctx or RuntimeContext(),
                 self.memory if memory is None else memory,
+                self.state if state is None else state,
                 emit=queue.put_nowait,
             )
         )
@@ -202,20 +225,34 @@ class ReActAgent:
             task.cancel()
 
     async def _run(
-        self, inputs: list[Msg], ctx: RuntimeContext, memory: list[Msg], emit: Emit | None
+        self,
+        inputs: list[Msg],
+        ctx: RuntimeContext,
+        memory: list[Msg],
+        state: SessionState,
+        emit: Emit | None,
     ) -> Msg:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
-        call = _Call(new_call_id(), ctx, memory, emit)
+        call = _Call(new_call_id(), ctx, memory, state, emit)
         streaming = STREAM.set(emit)
         try:
             memory.extend(inputs)
             await self.hooks.dispatch(
-                PreCall(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, inputs=inputs)
+                PreCall(
+                    ctx=ctx,
+                    agent=self.name,
+                    memory=memory,
+                    state=state,
+                    call_id=call.id,
+                    inputs=inputs,
+                )
             )
             reply = await self._loop(call)
-            post = PostCall(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, reply=reply)
+            post = PostCall(
+                ctx=ctx, agent=self.name, memory=memory, state=state, call_id=call.id, reply=reply
+            )
             await self.hooks.dispatch(post)
             return post.reply
         except asyncio.CancelledError as exc:
@@ -243,7 +280,14 @@ class ReActAgent:
         """
         memory = call.memory
         memory[:] = drop_unanswered_tail(memory)
-        event = Error(ctx=call.ctx, agent=self.name, memory=memory, call_id=call.id, error=error)
+        event = Error(
+            ctx=call.ctx,
+            agent=self.name,
+            memory=memory,
+            state=call.state,
+            call_id=call.id,
+            error=error,
+        )
         try:
             await self.hooks.dispatch(event)
         except Exception as hook_error:
@@ -261,48 +305,37 @@ class ReActAgent:
 
     async def _reason(self, call: _Call, step: int, *, final: bool) -> Msg:
         memory, emit = call.memory, call.emit
-        messages = [self.system_message, *memory] if self.system_message else list(memory)
-        if final:
-            hint = {SYNTHETIC: True}
-            messages.append(
-                Msg(role="user", name="system_hint", content=MAX_ITERS_HINT, metadata=hint)
-            )
-        event = PreReasoning(
-            ctx=call.ctx,
-            agent=self.name,
-            memory=memory,
-            call_id=call.id,
-            step=step,
-            messages=messages,
-            tools=list(self.toolkit.schemas()),
-        )
-        await self.hooks.dispatch(event)
-        # The last step still describes the tools (providers reject tool calls in a history
-        # without tool definitions) but tells the model not to call them.
-        options = {"tool_choice": "none"} if final and event.tools else {}
-        started = time.perf_counter()
-        response: ChatResponse | None = None
-        async for item in self.model.stream(event.messages, event.tools, **options):
-            if isinstance(item, ChatResponse):
-                response = item
-            elif emit is not None:
-                if item.text:
-                    emit(TextDelta(item.text))
-                if item.thinking:
-                    emit(ThinkingDelta(item.thinking))
+        recovering = False
+        while True:
+            event = await self._request(call, step, final=final)
+            # The last step still describes the tools (providers reject tool calls in a history
+            # without tool definitions) but tells the model not to call them.
+            options = {"tool_choice": "none"} if final and event.tools else {}
+            started = time.perf_counter()
+            streamed = False
+            response: ChatResponse | None = None
+            try:
+                async for item in self.model.stream(event.messages, event.tools, **options):
+                    if isinstance(item, ChatResponse):
+                        response = item
+                    elif emit is not None:
+                        if item.text:
+                            emit(TextDelta(item.text))
+                        if item.thinking:
+                            emit(ThinkingDelta(item.thinking))
+                        streamed = streamed or bool(item.text or item.thinking)
+            except ContextOverflowError as error:
+                if recovering or streamed or not await self._recover(call, step, error):
+                    raise
+                recovering = True
+                continue
+            break
         if response is None:
             msg = f"model {self.model.model_name!r} ended its stream without a final response"
             raise ModelError(msg)
         metadata: dict[str, Any] = {"model": response.model or self.model.model_name}
         if response.usage is not None:
-            usage = response.usage
-            metadata["usage"] = {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-            }
-            if usage.cache_read_tokens or usage.cache_write_tokens:
-                metadata["usage"]["cache_read_tokens"] = usage.cache_read_tokens
-                metadata["usage"]["cache_write_tokens"] = usage.cache_write_tokens
+            metadata["usage"] = response.usage.as_dict()
         content = storable(response.content)  # a lone surrogate in its JSON would fail the save
         if final:
             # A tool call made anyway will not run; kept in memory without a result, it would
@@ -316,6 +349,7 @@ class ReActAgent:
                 ctx=call.ctx,
                 agent=self.name,
                 memory=memory,
+                state=call.state,
                 call_id=call.id,
                 step=step,
                 message=message,
@@ -327,6 +361,42 @@ class ReActAgent:
         if emit is not None:
             emit(Progress("step", _step_report(step, message, response, latency)))
         return message
+
+    async def _request(self, call: _Call, step: int, *, final: bool) -> PreReasoning:
+        """The step's request, from memory as it is now, as the hooks shaped it."""
+        memory = call.memory
+        messages = [self.system_message, *memory] if self.system_message else list(memory)
+        if final:
+            hint = {SYNTHETIC: True}
+            messages.append(
+                Msg(role="user", name="system_hint", content=MAX_ITERS_HINT, metadata=hint)
+            )
+        event = PreReasoning(
+            ctx=call.ctx,
+            agent=self.name,
+            memory=memory,
+            state=call.state,
+            call_id=call.id,
+            step=step,
+            messages=messages,
+            tools=list(self.toolkit.schemas()),
+        )
+        await self.hooks.dispatch(event)
+        return event
+
+    async def _recover(self, call: _Call, step: int, error: ContextOverflowError) -> bool:
+        """Offer the overflow to the hooks; True if one made memory fit (module docs)."""
+        event = ContextOverflow(
+            ctx=call.ctx,
+            agent=self.name,
+            memory=call.memory,
+            state=call.state,
+            call_id=call.id,
+            step=step,
+            error=error,
+        )
+        await self.hooks.dispatch(event)
+        return event.recovered
 
     async def _act_all(self, call: _Call, uses: list[ToolUseBlock]) -> None:
         if self.parallel_tools and len(uses) > 1:
@@ -346,7 +416,14 @@ class ReActAgent:
     async def _act(self, call: _Call, use: ToolUseBlock) -> Msg:
         ctx, memory, emit = call.ctx, call.memory, call.emit
         await self.hooks.dispatch(
-            PreActing(ctx=ctx, agent=self.name, memory=memory, call_id=call.id, tool_call=use)
+            PreActing(
+                ctx=ctx,
+                agent=self.name,
+                memory=memory,
+                state=call.state,
+                call_id=call.id,
+                tool_call=use,
+            )
         )
         if emit is not None:
             emit(ToolStarted(use))
@@ -356,6 +433,7 @@ class ReActAgent:
             ctx=ctx,
             agent=self.name,
             memory=memory,
+            state=call.state,
             call_id=call.id,
             tool_call=use,
             result=result,
@@ -370,13 +448,10 @@ class ReActAgent:
 
 def _step_report(step: int, message: Msg, response: ChatResponse, latency: float) -> dict[str, Any]:
     """What a streaming caller learns of a finished step: its model, tokens, time, tool calls."""
-    usage = response.usage
     return {
         "step": step,
         "model": message.metadata["model"],
-        "input_tokens": usage.input_tokens if usage else None,
-        "output_tokens": usage.output_tokens if usage else None,
-        "cache_read_tokens": usage.cache_read_tokens if usage else None,
+        **usage_fields(response.usage),
         "latency_s": round(latency, 4),
         "tool_calls": [use.name for use in message.tool_uses],
     }

@@ -1,16 +1,19 @@
 """The events an agent emits to its hooks.
 
 Every event carries the call's :class:`RuntimeContext` (``ctx``), the agent's name, the
-call's conversation (``memory``: the messages the agent keeps, in order) and the call's id
-(``call_id``, fresh for every call: what a hook keys per-call state by, since two calls may
-run at once on one agent). Fields documented as
-mutable are the points where hooks change what happens next:
+call's conversation (``memory``: the messages the agent keeps, in order), the conversation's
+:class:`~harness.kernel.SessionState` (``state``: what hooks keep about it from call to call,
+saved with it) and the call's id (``call_id``, fresh for every call: what a hook keys per-call
+state by, since two calls may run at once on one agent). Fields documented as mutable are the
+points where hooks change what happens next:
 
 - :class:`PreReasoning.messages` is rebuilt from memory for every step, so whatever a hook puts
   there (a system-prompt section, a trimmed history) is seen by this one model call and never
   written back into memory;
 - :class:`PostActing.result` replaces the tool result that memory keeps;
-- :class:`PostCall.reply` replaces the reply the caller receives.
+- :class:`PostCall.reply` replaces the reply the caller receives;
+- :class:`ContextOverflow.recovered`, set by a hook that shrank ``memory`` after the provider
+  refused a request as too long, makes the agent try that step once more.
 
 Compaction replaces the start of ``memory`` itself and announces it with
 :class:`PreCompact`/:class:`PostCompact`.
@@ -28,8 +31,10 @@ from dataclasses import dataclass, field
 from harness.context import RuntimeContext
 from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import ToolSchema, Usage
+from harness.kernel.state import SessionState
 
 __all__ = [
+    "ContextOverflow",
     "Error",
     "Event",
     "PostActing",
@@ -51,6 +56,7 @@ class Event:
     agent: str
     memory: list[Msg]
     call_id: str
+    state: SessionState = field(default_factory=SessionState)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -67,6 +73,20 @@ class PreReasoning(Event):
     step: int
     messages: list[Msg]
     tools: list[ToolSchema]
+
+
+@dataclass(slots=True, kw_only=True)
+class ContextOverflow(Event):
+    """The provider refused step ``step``'s request as too long for its context window.
+
+    Nothing of the step was streamed yet. A hook that makes ``memory`` fit (compaction) sets
+    ``recovered``, and the agent runs the step again, once, from PreReasoning; otherwise
+    ``error`` is raised.
+    """
+
+    step: int
+    error: BaseException
+    recovered: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

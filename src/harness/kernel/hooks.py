@@ -3,8 +3,19 @@
 A hook has a ``priority`` (lower runs first; hooks of equal priority run in the order they
 were registered; user hooks default to 100) and one coroutine, ``on_event``. A hook that only
 cares about some events lists their types in ``events`` so the chain never calls it for the
-others. Hooks keep no per-call state in their own fields: everything about the call is on the
-event, starting with its :class:`~harness.context.RuntimeContext`.
+others.
+
+Where a hook keeps what it knows: one hook object serves every call of its agent, concurrent
+ones included, so
+
+- about a call: on the event (its :class:`~harness.context.RuntimeContext`, its memory), or in
+  the hook's fields keyed by ``event.call_id`` and dropped at PostCall or Error;
+- about a conversation, from one call to the next: in ``event.state`` under the hook's
+  ``state_key`` (:mod:`harness.kernel.state`), which is saved and restored with the
+  conversation, so any process continues it as this one would have; never in the hook's
+  fields, which live only in this process;
+- about the workspace or the world (caches of files, say): in its fields, keyed by what they
+  depend on.
 
 Lifecycle: an agent calls :meth:`Hook.attach` on each of its hooks once it is built (its
 toolkit complete), before any event; that is where a hook keeps the agent if it adds tools at
@@ -46,6 +57,8 @@ class Hook:
     priority: int = DEFAULT_HOOK_PRIORITY
     events: ClassVar[tuple[type[Event], ...]] = ()
     """The event types this hook handles; empty means all."""
+    state_key: ClassVar[str | None] = None
+    """The key under which this hook keeps a JSON value in ``event.state``; None keeps none."""
 
     async def on_event(self, event: Event) -> None:
         """React to an event, mutating its documented mutable fields if needed."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from harness.errors import ModelError
 from harness.kernel.message import ContentBlock, Msg, storable
@@ -63,14 +63,34 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    )
+    """The counts, as :meth:`as_dict` names them: the one spelling of usage in saved messages,
+    traces and stream reports."""
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        """The four counts by name (:attr:`FIELDS`)."""
+        return {name: getattr(self, name) for name in self.FIELDS}
 
     @property
     def uncached_input_tokens(self) -> int:
         """The prompt tokens the provider neither read from nor wrote to its cache."""
         return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
+
+
+def usage_fields(usage: Usage | None) -> dict[str, int | None]:
+    """:meth:`Usage.as_dict`, or every count None when the provider reported no usage."""
+    if usage is None:
+        return dict.fromkeys(Usage.FIELDS)
+    return {**usage.as_dict()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,14 @@
 In the workspace (on whatever filesystem backend it uses)::
 
     [users/<user>/]agents/<agent>/context/<session>/messages.jsonl
+    [users/<user>/]agents/<agent>/context/<session>/state.json
 
-one :class:`~harness.kernel.Msg` per line, as JSON. A save appends when the saved messages only
-grew and otherwise replaces the file atomically, so a crash leaves the old file or the new one.
+one :class:`~harness.kernel.Msg` per line, as JSON, and the session's
+:class:`~harness.kernel.SessionState` (what hooks keep about it from call to call: the memory
+snapshot its system prompt shows, the notes it was given) as one JSON object, so any process
+or worker continues the session as the one before it would have. A save appends when the saved
+messages only grew and otherwise replaces the file atomically, so a crash leaves the old file or
+the new one.
 Calls on one session hold its lease (:mod:`harness.session.lease`), so a session has one
 writer at a time, across processes and workers.
 
@@ -18,6 +23,13 @@ A damaged file is repaired on load, never silently shortened:
   would otherwise glue the next message onto that line);
 - a tool call whose result is missing (its line was lost) gets an explicit error result saying
   so, so the conversation stays valid for the provider.
+
+The state is rewritten whole (atomically) when a hook changed it, which is rare: when a session
+starts, when the workspace's memory files change under it, after a compaction. It is read at
+every load (a call elsewhere may have changed it without changing the messages), and parsed
+only when its bytes changed. A state file that cannot be read is logged and the session goes
+on with an empty state: the hooks then start afresh, as for a new session, and no message is
+lost.
 
 Messages are treated as values: a hook that changes a message replaces it with a new object
 (``model_copy``) rather than editing it in place. That lets the store remember, per file, the
@@ -41,15 +53,18 @@ from typing import Final
 from pydantic import ValidationError
 
 from harness.context import RuntimeContext
-from harness.kernel import Msg, ToolResultBlock
+from harness.kernel import Msg, SessionState, ToolResultBlock
 from harness.workspace import WorkspaceManager, session_dir
 
-__all__ = ["LOST_RESULT", "MESSAGES_FILE", "QUARANTINE_FILE", "SessionStore"]
+__all__ = ["LOST_RESULT", "MESSAGES_FILE", "QUARANTINE_FILE", "STATE_FILE", "SessionStore"]
 
 logger = logging.getLogger(__name__)
 
 MESSAGES_FILE: Final = "messages.jsonl"
 """The file, in a session's directory, holding its messages."""
+
+STATE_FILE: Final = "state.json"
+"""The file, in a session's directory, holding its :class:`~harness.kernel.SessionState`."""
 
 QUARANTINE_FILE: Final = "quarantine.jsonl"
 """Where, beside the messages, the lines that could not be read are kept."""
@@ -84,6 +99,7 @@ class SessionStore:
         self.workspace = workspace
         self.agent = agent
         self._known: dict[str, _Known] = {}
+        self._states: dict[str, tuple[bytes, SessionState]] = {}
 
     def directory(self, ctx: RuntimeContext) -> str:
         """The workspace directory of the context's session: what one lease guards."""
@@ -116,6 +132,48 @@ class SessionStore:
         else:  # the next save rewrites the file whole, from what was kept and repaired
             self._known.pop(path, None)
         return repaired
+
+    async def load_state(self, ctx: RuntimeContext) -> SessionState:
+        """The session's saved state; empty for a new session or an unreadable file."""
+        path = f"{self.directory(ctx)}/{STATE_FILE}"
+        found = await self.workspace.get_bytes(path)
+        if found is None:
+            self._states.pop(path, None)
+            return SessionState()
+        data = found[0]
+        cached = self._states.get(path)
+        if cached is not None and cached[0] == data:
+            return cached[1].copy()  # the values, and what hooks decoded them into
+        try:
+            values = json.loads(data)
+            if not isinstance(values, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            logger.warning(
+                "%s cannot be read (%s); session %r goes on with a fresh state",
+                path,
+                exc,
+                ctx.session_id,
+            )
+            return SessionState()
+        state = SessionState(values)
+        self._states[path] = (data, state)
+        return state.copy()
+
+    async def save_state(self, ctx: RuntimeContext, state: SessionState) -> None:
+        """Persist the session's state if a hook changed it since it was loaded or saved."""
+        if not state.changed:
+            return
+        path = f"{self.directory(ctx)}/{STATE_FILE}"
+        # ASCII escapes keep every string exact, lone surrogates included.
+        data = json.dumps(state.values(), separators=(",", ":")).encode("ascii")
+        try:
+            await self.workspace.put_bytes(path, data)
+        except BaseException:
+            self._states.pop(path, None)
+            raise
+        state.changed = False
+        self._states[path] = (data, state)
 
     async def read(self, ctx: RuntimeContext) -> list[Msg]:
         """The saved messages as they are now, changing nothing: for readers without the lease.

@@ -13,11 +13,23 @@ import pytest
 import harness.hooks.workspace_context as workspace_context
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
-from harness.kernel import Msg, PostCompact, PreReasoning
+from harness.kernel import Msg, PostCompact, PreReasoning, SessionState
 from harness.models import ScriptedChatModel
 from harness.workspace import WorkspaceManager
 
 CTX = RuntimeContext(session_id="s1", user_id="ann")
+
+STATES: dict[tuple[str | None, str | None], SessionState] = {}
+"""Each session's state, as ``HarnessAgent`` would keep it with the session."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_states() -> None:
+    STATES.clear()
+
+
+def state_of(ctx: RuntimeContext) -> SessionState:
+    return STATES.setdefault((ctx.session_id, ctx.user_id), SessionState())
 
 
 def hook(workspace: Path, **config: object) -> WorkspaceContextHook:
@@ -36,6 +48,7 @@ async def step(
         ctx=ctx,
         agent="bot",
         memory=memory,
+        state=state_of(ctx),
         call_id="c1",
         step=0,
         messages=[Msg(role="system", content="BASE"), *memory],
@@ -99,6 +112,7 @@ async def test_a_new_session_and_a_compaction_show_the_current_memory(workspace:
             ctx=CTX,
             agent="bot",
             memory=memory,
+            state=state_of(CTX),
             call_id="c1",
             removed=1,
             summary=Msg(role="user", content="summary"),
@@ -118,6 +132,7 @@ async def test_the_session_policy_keeps_the_snapshot_and_notes_through_a_compact
     memory = [Msg(role="user", content="hi")]
     await step(context, memory)
     write_memory(workspace, "- two")
+    memory.append(Msg(role="assistant", content="ok"))
     await step(context, memory)
     # a compaction replaces the history the note followed
     memory[:] = [Msg(role="user", content="summary"), Msg(role="user", content="next")]
@@ -126,6 +141,7 @@ async def test_the_session_policy_keeps_the_snapshot_and_notes_through_a_compact
             ctx=CTX,
             agent="bot",
             memory=memory,
+            state=state_of(CTX),
             call_id="c1",
             removed=1,
             summary=memory[0],

@@ -218,7 +218,12 @@ async def test_tool_loop() -> None:
     assert reply.text == "The sum is 5."
     assert reply.metadata == {
         "model": "scripted",
-        "usage": {"input_tokens": 30, "output_tokens": 6},
+        "usage": {
+            "input_tokens": 30,
+            "output_tokens": 6,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+        },
     }
     user, call_msg, result_msg, answer = agent.memory
     assert user.text == "please add 2 and 3"
@@ -1006,3 +1011,28 @@ async def test_reports_of_a_call_nobody_streams_go_nowhere() -> None:
     kinds = [item.kind for item in items if isinstance(item, Progress)]
     # The inner call ran inside the outer's tool, not streamed: none of its reports leak out.
     assert kinds == ["step", "step"]
+
+
+async def test_call_is_stream_consumed_events_memory_and_reply_alike() -> None:
+    """One turn engine: what a call does does not depend on whether anyone watches it stream."""
+
+    def run() -> tuple[ReActAgent, EventLog]:
+        log = EventLog()
+        model = scripted(
+            {"match": "add", "tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}]},
+            {"match": "^5$", "text": "The sum is 5."},
+        )
+        return ReActAgent(name="a", model=model, toolkit=[add], hooks=[log]), log
+
+    called, called_log = run()
+    reply = await called.call("add 2 and 3")
+    streamed, streamed_log = run()
+    items = [item async for item in streamed.stream("add 2 and 3")]
+
+    assert isinstance(items[-1], Reply)
+    assert items[-1].message.text == reply.text == "The sum is 5."
+    assert called_log.names == streamed_log.names
+    strip = {"id", "timestamp"}
+    assert [m.model_dump(exclude=strip) for m in called.memory] == [
+        m.model_dump(exclude=strip) for m in streamed.memory
+    ]
