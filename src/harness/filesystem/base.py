@@ -288,8 +288,8 @@ class Storage(ABC):
     - :meth:`entries` (a listing): the daily logs, task records, sessions, knowledge, skills and
       subagent declarations are found by listing their directories;
     - :meth:`remove`: old evicted tool results and old history are deleted by maintenance;
-    - :meth:`rename`: maintenance archives a daily log, which a plain get, put and remove
-      could not do without losing an append made in between.
+    - :meth:`rename`: maintenance archives a daily log; a backend that can move a file in one
+      step (a rename on disk) does so, where get, put and remove would be three.
 
     Paths are POSIX, relative to the namespace root (a leading ``/`` means that root). The
     harness itself calls with ``ctx=None`` and paths that already carry ``users/<id>/``; a call
@@ -354,7 +354,9 @@ class Storage(ABC):
 
     @abstractmethod
     async def rename(self, source: str, target: str, ctx: RuntimeContext | None = None) -> None:
-        """Move a file in one step, replacing the target, creating its directory.
+        """Move a file, replacing the target, creating its directory.
+
+        In one step where the backend can (a rename on local disk).
 
         Raises:
             StorageError: The source is missing or not a file, or the storage fails.
