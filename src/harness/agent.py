@@ -26,8 +26,8 @@ from harness.compaction import (
     evictions_cleanup,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ContextOverflowError
-from harness.filesystem.base import AbstractFilesystem, ManagedFilesystem
+from harness.errors import ConfigError, ContextOverflowError
+from harness.filesystem.base import AbstractFilesystem, FileTools, ManagedFilesystem
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
@@ -421,8 +421,23 @@ class HarnessAgent:
     def _file_tools(
         self, toolkit: Toolkit, enabled: bool, eviction: ToolResultEvictionConfig | None
     ) -> list[Hook]:
-        """The file tools, and big tool results evicted to files that ``read_file`` reads."""
-        file_tools = FilesystemTools(self.workspace.backend)
+        """The file tools, and big tool results evicted to files that ``read_file`` reads.
+
+        Raises:
+            ConfigError: The workspace's backend only stores (no file tools), and file tools or
+                eviction (whose placeholder says to read the result back) are asked for.
+        """
+        backend = self.workspace.backend
+        if not isinstance(backend, FileTools):
+            if enabled or eviction is not None:
+                msg = (
+                    f"the workspace's backend {type(backend).__name__} offers no file tools; "
+                    "pass filesystem_tools=False and tool_result_eviction=None, or a backend "
+                    "that is an AbstractFilesystem"
+                )
+                raise ConfigError(msg)
+            return []
+        file_tools = FilesystemTools(backend)
         if enabled:
             for tool in file_tools.tools():
                 if tool.__name__ not in toolkit:

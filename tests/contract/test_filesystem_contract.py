@@ -19,7 +19,7 @@ import pytest
 
 from _backends import EXPECTED_BACKENDS, FACTORIES
 from harness.context import RuntimeContext
-from harness.errors import PathOutsideWorkspace
+from harness.errors import PathOutsideWorkspace, StorageError
 from harness.filesystem import (
     MISSING,
     AbstractFilesystem,
@@ -646,6 +646,39 @@ async def test_storage_ops_refuse_escapes(fs: AbstractFilesystem, alice: Ctx) ->
         await fs.put("../../x", b"x", alice)
     with pytest.raises(PathOutsideWorkspace):
         await fs.append("~/x", b"x", alice)
+
+
+async def test_storage_entries_list_a_directory_or_every_file_below_it(
+    fs: AbstractFilesystem, alice: Ctx
+) -> None:
+    await make(fs, alice, {"d/a.md": "a\n", "d/sub/b.md": "bb\n", "d/sub/deep/c.md": "c\n"})
+
+    direct = await fs.entries("d", alice)
+    assert [(e.path, e.is_dir) for e in direct] == [("d/a.md", False), ("d/sub", True)]
+    assert direct[0].size == 2
+    every = await fs.entries("d", alice, recursive=True)
+    assert [e.path for e in every] == ["d/a.md", "d/sub/b.md", "d/sub/deep/c.md"]
+    assert not any(e.is_dir for e in every)
+    assert await fs.entries("missing", alice) == []
+    assert await fs.entries("d/a.md", alice, recursive=True) == []  # a file lists as empty
+
+
+async def test_storage_remove_and_rename(fs: AbstractFilesystem, alice: Ctx) -> None:
+    await fs.put("logs/2026-01-02.md", b"- note\n", alice)
+    await fs.put("logs/keep.md", b"kept\n", alice)
+
+    await fs.rename("logs/2026-01-02.md", "logs/archive/2026-01-02.md", alice)
+    assert await fs.get("logs/2026-01-02.md", alice) is None
+    moved = await fs.get("logs/archive/2026-01-02.md", alice)
+    assert moved is not None
+    assert moved[0] == b"- note\n"
+    await fs.remove("logs/archive/2026-01-02.md", alice)
+    await fs.remove("logs/archive/2026-01-02.md", alice)  # missing already: not an error
+    assert await fs.get("logs/archive/2026-01-02.md", alice) is None
+    with pytest.raises(StorageError, match="cannot move"):
+        await fs.rename("logs/gone.md", "logs/other.md", alice)
+    with pytest.raises(StorageError, match="cannot delete"):
+        await fs.remove("logs", alice)  # a directory
 
 
 # -- isolation -------------------------------------------------------------------------------

@@ -118,6 +118,7 @@ async def test_a_link_out_of_a_namespace_is_refused_by_every_harness_operation(
         await workspace.backend.append(path, b"alice appended this\n")
     assert await workspace.read_own(rel, "alice") is None  # skipped, and told
     assert path in workspace.unusable
+    assert isinstance(workspace.backend, LocalFilesystem)
     listing = await workspace.backend.glob("**", "users/alice")
     for entry in listing.entries:
         assert CANARY not in await _read(workspace, entry.path)

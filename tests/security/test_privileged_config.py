@@ -75,6 +75,7 @@ async def planted_then_next_agent(
 ) -> None:
     """The model plants the payload in one turn; a later agent's turn must start nothing."""
     if how == "edit_file":
+        assert isinstance(workspace.backend, AbstractFilesystem)
         await workspace.backend.write("tools.json", '{"mcpServers": {}}')
 
     await run_turn(workspace, plant(how, marker))

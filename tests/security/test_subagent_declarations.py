@@ -99,6 +99,7 @@ async def test_a_shared_declaration_is_held_to_the_same_rule(
     pwned = tmp_path / "PWNED.txt"
     script = tmp_path / "evil.json"  # even a file outside the workspace the model cannot write
     script.write_text(json.dumps({"log": str(pwned), "turns": [{"text": "hi", "repeat": True}]}))
+    assert isinstance(workspace.backend, AbstractFilesystem)
     await workspace.backend.write("subagents/evil.md", declaration("evil", f"scripted:{script}"))
 
     results = await attack(workspace, [write("note.md", "x")], SubagentsConfig())
@@ -143,6 +144,7 @@ async def test_a_model_written_declaration_gets_at_most_the_parents_steps(
         "description: x", "description: x\nmax_iters: 100000"
     )
     modest = declaration("modest", None).replace("description: x", "description: x\nmax_iters: 2")
+    assert isinstance(workspace.backend, AbstractFilesystem)
     await workspace.backend.write("users/alice/subagents/greedy.md", greedy)
     await workspace.backend.write("users/alice/subagents/modest.md", modest)
     agent = HarnessAgent(

@@ -1,4 +1,4 @@
-"""docs/architecture.md stays true: its hooks table and its import graph are the code's."""
+"""docs/architecture.md stays true: its contracts, hooks table and import graph are the code's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from _imports import package_imports
 
+from harness import filesystem
 from harness.kernel import Hook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,21 @@ def imports_in_doc() -> dict[str, set[str]]:
         package, _, targets = line.partition("->")
         graph[package.strip()] = {t.strip() for t in targets.split(",")}
     return graph
+
+
+def contracts_in_doc() -> dict[str, list[str]]:
+    row = re.compile(r"^\| `(\w+)` \| ((?:`\w+`(?:, )?)+) \|", re.MULTILINE)
+    return {
+        m[1]: re.findall(r"`(\w+)`", m[2])
+        for m in row.finditer(_section("The filesystem contracts"))
+    }
+
+
+def test_the_contracts_table_names_each_contracts_methods() -> None:
+    assert contracts_in_doc() == {
+        name: sorted(getattr(filesystem, name).__abstractmethods__)
+        for name in ("Storage", "FileTools")
+    }
 
 
 def test_the_hooks_table_is_every_hook_with_its_priority_and_events() -> None:

@@ -1,4 +1,9 @@
-"""Filesystem backends: local, sandbox, remote (over a key-value store), composite."""
+"""Filesystem backends: local, sandbox, remote (over a key-value store), composite.
+
+Two contracts (:mod:`harness.filesystem.base`): :class:`FileTools`, what the model's file tools
+do, and :class:`Storage`, what the harness's own files need; every backend here is both
+(:class:`AbstractFilesystem`).
+"""
 
 from harness.filesystem.base import (
     DEFAULT_MAX_STORAGE_BYTES,
@@ -10,6 +15,7 @@ from harness.filesystem.base import (
     ExecuteResult,
     FileData,
     FileInfo,
+    FileTools,
     FsError,
     FsErrorCode,
     GrepMatch,
@@ -18,6 +24,7 @@ from harness.filesystem.base import (
     ListResult,
     ReadResult,
     ShellFilesystem,
+    Storage,
     TransferResult,
     Version,
     WriteResult,
@@ -41,6 +48,7 @@ __all__ = [
     "ExecuteResult",
     "FileData",
     "FileInfo",
+    "FileTools",
     "FsError",
     "FsErrorCode",
     "GrepMatch",
@@ -54,6 +62,7 @@ __all__ = [
     "SandboxFilesystem",
     "ShellCompositeFilesystem",
     "ShellFilesystem",
+    "Storage",
     "TransferResult",
     "Version",
     "WriteResult",

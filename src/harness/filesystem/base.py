@@ -1,24 +1,30 @@
-"""The filesystem abstraction every part of the harness reads and writes through.
+"""The two contracts a backend answers, and the vocabulary they share.
 
 A backend answers two kinds of request, both async and both given the call's
 :class:`~harness.context.RuntimeContext` (``ctx``), from which it computes the namespace the
 path lives in (see :class:`IsolationScope`); ``ctx=None`` is the whole workspace, which only the
 harness itself uses (its own paths already carry ``users/<id>/``):
 
-- **tool operations**, what the model's filesystem tools do: :meth:`~AbstractFilesystem.ls`,
-  :meth:`~AbstractFilesystem.read` (lines), :meth:`~AbstractFilesystem.write` (new files only),
-  :meth:`~AbstractFilesystem.edit`, :meth:`~AbstractFilesystem.grep` (literal),
-  :meth:`~AbstractFilesystem.glob`, :meth:`~AbstractFilesystem.upload`,
-  :meth:`~AbstractFilesystem.download`, :meth:`~AbstractFilesystem.exists`,
-  :meth:`~AbstractFilesystem.delete`, :meth:`~AbstractFilesystem.move`. They never raise for a
-  bad path or a missing file: the result carries an :class:`FsError` with one of the original's
-  codes and a message the model can act on;
-- **storage operations**, what memory, sessions, transcripts and task records need from any
-  backend, several workers at once included: :meth:`~AbstractFilesystem.get` (content and
-  version), :meth:`~AbstractFilesystem.put` (atomic replace, optionally only if the version is
-  still the one read: compare-and-set), :meth:`~AbstractFilesystem.append` (one whole record,
-  never interleaved or lost). These raise :class:`~harness.errors.StorageError` when the storage
-  fails and :class:`~harness.errors.PathOutsideWorkspace` for a path that escapes.
+- :class:`FileTools`, what the model's filesystem tools do: :meth:`~FileTools.ls`,
+  :meth:`~FileTools.read` (lines), :meth:`~FileTools.write` (new files only),
+  :meth:`~FileTools.edit`, :meth:`~FileTools.grep` (literal), :meth:`~FileTools.glob`,
+  :meth:`~FileTools.upload`, :meth:`~FileTools.download`, :meth:`~FileTools.exists`,
+  :meth:`~FileTools.delete`, :meth:`~FileTools.move` (and, for a :class:`ShellFilesystem`,
+  ``execute``). They never raise for a bad path or a missing file: the result carries an
+  :class:`FsError` with one of the original's codes and a message the model can act on;
+- :class:`Storage`, what memory, sessions, transcripts, traces and task records need from any
+  backend, several workers at once included, through
+  :class:`~harness.workspace.WorkspaceManager`: :meth:`~Storage.get` (content and version),
+  :meth:`~Storage.put` (atomic replace, optionally only if the version is still the one read:
+  compare-and-set), :meth:`~Storage.append` (one whole record, never interleaved or lost),
+  :meth:`~Storage.entries` (a listing), :meth:`~Storage.remove` and :meth:`~Storage.rename`.
+  These raise :class:`~harness.errors.StorageError` when the storage fails and
+  :class:`~harness.errors.PathOutsideWorkspace` for a path that escapes.
+
+:class:`AbstractFilesystem` is both, as every backend of this package is (the model's tools
+and the harness then see the same files); a backend that only stores implements
+:class:`Storage` alone and serves a :class:`~harness.workspace.WorkspaceManager`, with no file
+tools for the model.
 
 Paths are POSIX, relative to the namespace root; a leading ``/`` means that root. ``..``
 segments, ``~``, NUL bytes and symbolic links that lead outside are refused everywhere. Text is
@@ -29,12 +35,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final, Literal, Protocol, runtime_checkable
 
 from harness.context import RuntimeContext
-from harness.errors import OtherNamespace, PathOutsideWorkspace
+from harness.errors import OtherNamespace, PathOutsideWorkspace, StorageError
 from harness.layout import USERS_DIR, safe_segment
 from harness.paths import normalize
 
@@ -48,6 +54,7 @@ __all__ = [
     "ExecuteResult",
     "FileData",
     "FileInfo",
+    "FileTools",
     "FsError",
     "FsErrorCode",
     "GrepMatch",
@@ -58,6 +65,7 @@ __all__ = [
     "OtherNamespace",
     "ReadResult",
     "ShellFilesystem",
+    "Storage",
     "TransferResult",
     "Version",
     "WriteResult",
@@ -69,7 +77,7 @@ Version = str
 """An opaque token that changes whenever a file's content changes."""
 
 DEFAULT_MAX_STORAGE_BYTES: Final = 128 * 1024 * 1024
-"""The most a storage read (:meth:`AbstractFilesystem.get`) reads of one file: 128 MiB.
+"""The most a storage read (:meth:`Storage.get`) reads of one file: 128 MiB.
 
 Bigger than any session, transcript or memory file the harness writes in practice, and small
 enough that a sparse or runaway file the model made never takes a worker's memory."""
@@ -263,12 +271,110 @@ def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> 
     return f"{prefix}{rel}" if rel else prefix.rstrip("/")
 
 
-class AbstractFilesystem(ABC):
-    """A workspace's storage: tool operations and storage operations (see the module doc)."""
+class Storage(ABC):
+    """The harness's own storage: what memory, sessions, transcripts, traces and task records need.
+
+    :class:`~harness.workspace.WorkspaceManager` reads and writes the workspace through this
+    contract and nothing else, so a backend that only stores (a database, an object store, a
+    dict in a test) needs these six methods and no file tools. Each method is here because a
+    caller of the manager needs it:
+
+    - :meth:`get` (content and version): every read, and the version a compare-and-set writer
+      puts back (MEMORY.md by consolidation, the session index, task records);
+    - :meth:`put` (atomic replace, optionally compare-and-set): every rewrite, which must leave
+      the old file or the new one and never overwrite a concurrent edit;
+    - :meth:`append` (one whole record): sessions, transcripts, traces and daily logs, written
+      by several processes or workers at once;
+    - :meth:`entries` (a listing): the daily logs, task records, sessions, knowledge, skills and
+      subagent declarations are found by listing their directories;
+    - :meth:`remove`: old evicted tool results and old history are deleted by maintenance;
+    - :meth:`rename`: maintenance archives a daily log; a backend that can move a file in one
+      step (a rename on disk) does so, where get, put and remove would be three.
+
+    Paths are POSIX, relative to the namespace root (a leading ``/`` means that root). The
+    harness itself calls with ``ctx=None`` and paths that already carry ``users/<id>/``; a call
+    with a context lives in its namespace (:attr:`scope`, :func:`namespace_prefix`). Every
+    method raises :class:`~harness.errors.PathOutsideWorkspace` for a path that escapes and
+    :class:`~harness.errors.StorageError` when the storage fails.
+    """
 
     scope: IsolationScope = IsolationScope.USER
 
-    # -- tool operations -----------------------------------------------------------------
+    @abstractmethod
+    async def get(
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
+    ) -> tuple[bytes, Version] | None:
+        """A whole file and its version; None when it does not exist.
+
+        At most ``limit`` bytes are read (and never more than the backend's own cap,
+        :data:`DEFAULT_MAX_STORAGE_BYTES` unless it was built with another).
+
+        Raises:
+            UnusableFile: What is there is not a regular file (a directory, a FIFO...), or
+                holds more than the limit; it is not read.
+        """
+
+    @abstractmethod
+    async def put(
+        self,
+        path: str,
+        data: bytes,
+        ctx: RuntimeContext | None = None,
+        *,
+        if_version: Version | None = None,
+    ) -> Version | None:
+        """Replace a file atomically; returns its new version.
+
+        With ``if_version``, only if the file's version is still that one (:data:`MISSING`: only
+        if it does not exist); otherwise nothing is written and None is returned.
+        """
+
+    @abstractmethod
+    async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
+        """Append one whole record; concurrent appenders never interleave or lose one."""
+
+    @abstractmethod
+    async def entries(
+        self, directory: str, ctx: RuntimeContext | None = None, *, recursive: bool = False
+    ) -> list[FileInfo]:
+        """The files and directories directly in ``directory``, sorted by path.
+
+        With ``recursive``, every file below it instead (and no directories). Each path is the
+        namespace path (``memory/2026-01-02.md``), never relative to ``directory``. A directory
+        that is missing, or that cannot be listed (a file, a path refused), lists as empty.
+        """
+
+    @abstractmethod
+    async def remove(self, path: str, ctx: RuntimeContext | None = None) -> None:
+        """Delete a file; a missing file is not an error.
+
+        Raises:
+            StorageError: The file cannot be deleted (it is a directory, the storage fails).
+        """
+
+    @abstractmethod
+    async def rename(self, source: str, target: str, ctx: RuntimeContext | None = None) -> None:
+        """Move a file, replacing the target, creating its directory.
+
+        In one step where the backend can (a rename on local disk).
+
+        Raises:
+            StorageError: The source is missing or not a file, or the storage fails.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 (optional, nothing to release by default)
+        """Release what the backend holds (connections, a sandbox)."""
+
+
+class FileTools(ABC):
+    """What the model's filesystem tools do (:class:`~harness.tools.FilesystemTools`).
+
+    These never raise for a bad path or a missing file: the result carries an :class:`FsError`
+    with one of the original's codes and a message the model can act on. Each call lives in the
+    namespace its context gives (:attr:`scope`).
+    """
+
+    scope: IsolationScope = IsolationScope.USER
 
     @abstractmethod
     async def ls(self, path: str = "/", ctx: RuntimeContext | None = None) -> ListResult:
@@ -352,43 +458,52 @@ class AbstractFilesystem(ABC):
     ) -> WriteResult:
         """Move a file, replacing the target, creating its directory."""
 
-    # -- storage operations --------------------------------------------------------------
 
-    @abstractmethod
-    async def get(
-        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
-    ) -> tuple[bytes, Version] | None:
-        """A whole file and its version; None when it does not exist.
+class AbstractFilesystem(FileTools, Storage):
+    """A backend of both contracts: the model's file tools and the harness's own storage.
 
-        At most ``limit`` bytes are read (and never more than the backend's own cap,
-        :data:`DEFAULT_MAX_STORAGE_BYTES` unless it was built with another).
+    Every backend in this package is one, so the model's tools and the harness see the same
+    files. It implements the tool operations and :meth:`get`, :meth:`put` and :meth:`append`;
+    the rest of the storage contract comes from the tool operations here: :meth:`entries` from
+    :meth:`ls` and :meth:`glob`, :meth:`remove` from :meth:`delete`, :meth:`rename` from
+    :meth:`move`, their error results raised as :class:`~harness.errors.StorageError`.
+    """
 
-        Raises:
-            UnusableFile: What is there is not a regular file (a directory, a FIFO...), or
-                holds more than the limit; it is not read.
-        """
+    async def entries(
+        self, directory: str, ctx: RuntimeContext | None = None, *, recursive: bool = False
+    ) -> list[FileInfo]:
+        """:meth:`Storage.entries` through :meth:`ls`, or with ``recursive`` :meth:`glob`."""
+        where = directory or "/"
+        if not recursive:
+            listed = await self.ls(where, ctx)
+            return [] if listed.error is not None else list(listed.entries)
+        found = await self.glob("**/*", where, ctx)
+        if found.error is not None:
+            return []
+        rel = normalize(directory)
+        base = f"{rel}/" if rel else ""
+        files = []
+        for entry in found.entries:
+            if entry.is_dir:
+                continue
+            path = entry.path.lstrip("/")
+            path = path if not base or path.startswith(base) else base + path
+            files.append(replace(entry, path=path))
+        return files
 
-    @abstractmethod
-    async def put(
-        self,
-        path: str,
-        data: bytes,
-        ctx: RuntimeContext | None = None,
-        *,
-        if_version: Version | None = None,
-    ) -> Version | None:
-        """Replace a file atomically; returns its new version.
+    async def remove(self, path: str, ctx: RuntimeContext | None = None) -> None:
+        """:meth:`Storage.remove` through :meth:`delete`."""
+        result = await self.delete(path, ctx)
+        if result.error is not None:
+            msg = f"cannot delete {path}: {result.error.message}"
+            raise StorageError(msg)
 
-        With ``if_version``, only if the file's version is still that one (:data:`MISSING`: only
-        if it does not exist); otherwise nothing is written and None is returned.
-        """
-
-    @abstractmethod
-    async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
-        """Append one whole record; concurrent appenders never interleave or lose one."""
-
-    async def aclose(self) -> None:  # noqa: B027 (optional, nothing to release by default)
-        """Release what the backend holds (connections, a sandbox)."""
+    async def rename(self, source: str, target: str, ctx: RuntimeContext | None = None) -> None:
+        """:meth:`Storage.rename` through :meth:`move`."""
+        result = await self.move(source, target, ctx)
+        if result.error is not None:
+            msg = f"cannot move {source} to {target}: {result.error.message}"
+            raise StorageError(msg)
 
 
 class ShellFilesystem(AbstractFilesystem):

@@ -11,7 +11,9 @@ every path under a route to that route's backend and everything else to ``defaul
 - **listing and search**: ``ls`` of a directory that contains routes (the root, ``.`` and ``""``
   included) merges ``default``'s entries with one directory entry for each route below it;
   ``glob`` and ``grep`` over such a directory search the routed backends too, so a recursive
-  search of the root finds everything;
+  search of the root finds everything; the storage contract's ``entries``, ``remove`` and
+  ``rename`` are ``ls``/``glob``, ``delete`` and ``move``, routed the same way
+  (:class:`~harness.filesystem.base.AbstractFilesystem`);
 - **several backends in one request**: ``upload`` and ``download`` split by backend and keep
   the caller's order; ``move`` across backends copies, then deletes the source;
 - **commands**: when ``default`` can run commands the composite can too, and ``execute`` goes

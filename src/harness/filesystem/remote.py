@@ -26,7 +26,9 @@ leaves both, never neither.
 
 Costs to know: ``ls``, ``glob`` and ``grep`` read every item below the directory (values
 included; :class:`~harness.stores.BaseStore` has no keys-only search), and an append rewrites the
-whole file, so very large append-only files are better kept on a local backend.
+whole file, so very large append-only files are better kept on a local backend. The storage
+listing the harness uses (``entries``, :class:`~harness.filesystem.base.AbstractFilesystem`) is
+``ls`` or ``glob`` and costs the same.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import ConfigError
+from harness.filesystem.base import FileTools
 from harness.kernel import Event, Hook, HookHost, PreCall, Tool, Toolkit
 from harness.mcp.config import TOOLS_FILE, MCPServerConfig, load_mcp_config, merge_servers
 from harness.mcp.toolset import MCPToolset
@@ -104,7 +105,9 @@ class MCPHook(Hook):
             if self.config_file is not None:
                 from_file = await asyncio.to_thread(load_mcp_config, self.config_file)
                 servers = merge_servers(self.servers, from_file, str(self.config_file))
-            if self.workspace is not None and await self.workspace.backend.exists(TOOLS_FILE):
+            # Only the model's file tools can write it (a backend that only stores has none).
+            backend = self.workspace.backend if self.workspace is not None else None
+            if isinstance(backend, FileTools) and await backend.exists(TOOLS_FILE):
                 logger.warning(
                     "%s in the workspace is not read: the agent can write it, and an MCP server "
                     "runs a program on this machine; move it out of the workspace and pass its "

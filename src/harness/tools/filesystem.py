@@ -1,4 +1,6 @@
-r"""The model's filesystem tools, over any :class:`~harness.filesystem.AbstractFilesystem`.
+r"""The model's filesystem tools, over any backend of the file-tool contract.
+
+The backend is a :class:`~harness.filesystem.FileTools` (every built-in backend is one).
 
 Six tools, as in the original's ``FilesystemTool``, and ``execute`` when the backend is a
 :class:`~harness.filesystem.ShellFilesystem`. Each answers with text the model can act on, never
@@ -44,8 +46,8 @@ from typing import Any, Final, TypeVar
 from harness.context import RuntimeContext
 from harness.errors import HarnessError, StorageError
 from harness.filesystem.base import (
-    AbstractFilesystem,
     FileInfo,
+    FileTools,
     FsError,
     FsErrorCode,
     IsolationScope,
@@ -163,11 +165,10 @@ class FilesystemTools:
             only pass the call's context on.
     """  # noqa: D205 (the tool names do not fit on one line)
 
-    def __init__(
-        self, fs: AbstractFilesystem, *, timeout_seconds: float = DEFAULT_TOOL_SECONDS
-    ) -> None:
-        if not isinstance(fs, AbstractFilesystem):
-            msg = f"FilesystemTools needs an AbstractFilesystem, got {type(fs).__name__}"
+    def __init__(self, fs: FileTools, *, timeout_seconds: float = DEFAULT_TOOL_SECONDS) -> None:
+        if not isinstance(fs, FileTools):
+            kind = type(fs).__name__
+            msg = f"FilesystemTools needs a FileTools (an AbstractFilesystem), got {kind}"
             raise TypeError(msg)
         if not timeout_seconds > 0:
             msg = f"FilesystemTools timeout_seconds must be positive, got {timeout_seconds!r}"

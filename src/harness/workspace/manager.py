@@ -1,10 +1,11 @@
 """Reading and writing workspace files, per user, through the workspace's filesystem backend.
 
 :class:`WorkspaceManager` is the one place that turns a workspace path into bytes, and it does
-so only through an :class:`~harness.filesystem.AbstractFilesystem`: the local disk by default,
-or a sandbox, a key-value store shared by several workers, or a composite of them. Memory,
-sessions, transcripts, offloaded tool results and task records all go through it, so they run
-unchanged on every backend.
+so only through the storage contract, :class:`~harness.filesystem.Storage` (get, put, append,
+entries, remove, rename): the local disk by default, or a sandbox, a key-value store shared by
+several workers, a composite of them, or any backend that implements just those six methods.
+Memory, sessions, transcripts, offloaded tool results and task records all go through it, so
+they run unchanged on every backend.
 
 For a call made for a user, reads try the user's namespace (``users/<user>/``) before the shared
 file; writes go to the user's namespace. Every path passes the path policy of
@@ -38,8 +39,7 @@ from harness.filesystem._beneath import (
     remove_stray_temporaries,
     replace,
 )
-from harness.filesystem.base import MISSING, AbstractFilesystem
-from harness.filesystem.base import FileInfo as Entry
+from harness.filesystem.base import MISSING, Storage
 from harness.filesystem.local import DEFAULT_MAX_FILE_BYTES, LocalFilesystem
 from harness.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
 from harness.paths import normalize, resolve_inside
@@ -83,14 +83,16 @@ class WorkspaceManager:
     Args:
         root: The local workspace directory (the default backend's root; the memory index
             lives beside it whatever the backend).
-        backend: Where the files live; the local directory ``root`` when None.
+        backend: Where the files live; the local directory ``root`` when None. Any
+            :class:`~harness.filesystem.Storage`; the model's file tools need an
+            :class:`~harness.filesystem.AbstractFilesystem`, which every built-in backend is.
     """
 
-    def __init__(self, root: str | Path, backend: AbstractFilesystem | None = None) -> None:
+    def __init__(self, root: str | Path, backend: Storage | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
         if backend is None:
             backend = LocalFilesystem(self.root)
-        self.backend: AbstractFilesystem = backend
+        self.backend: Storage = backend
         self.generation = 0
         self.unusable: dict[str, str] = {}
         """Files a read had to skip (a directory where a file belongs, a FIFO, a link leading out
@@ -181,23 +183,10 @@ class WorkspaceManager:
         seen: dict[str, None] = {}
         for candidate in self.candidates(rel_dir, user_id):
             prefix = candidate[: len(candidate) - len(rel_dir)]
-            for name in await self._walk(candidate):
+            for entry in await self.backend.entries(candidate, recursive=True):
+                name = entry.path
                 seen.setdefault(name[len(prefix) :] if name.startswith(prefix) else name, None)
         return sorted(seen)
-
-    async def _walk(self, directory: str) -> list[str]:
-        """Every file under ``directory``, as workspace paths."""
-        result = await self.backend.glob("**/*", directory or "/")
-        if result.error is not None:
-            return []
-        base = f"{directory}/" if directory else ""
-        paths = []
-        for entry in result.entries:
-            if entry.is_dir:
-                continue
-            path = entry.path.lstrip("/")
-            paths.append(path if not base or path.startswith(base) else base + path)
-        return paths
 
     # -- one namespace exactly (no fallback to shared files): memory, transcripts, state -------
 
@@ -330,7 +319,7 @@ class WorkspaceManager:
         """
         rel_dir = normalize(directory)
         infos = []
-        for entry in await self._ls(scoped(rel_dir, user_id)):
+        for entry in await self.backend.entries(scoped(rel_dir, user_id)):
             if not entry.is_dir:
                 name = entry.path.rstrip("/").rsplit("/", 1)[-1]
                 rel = f"{rel_dir}/{name}" if rel_dir else name
@@ -339,22 +328,22 @@ class WorkspaceManager:
 
     async def list_dirs(self, directory: str, user_id: str | None = None) -> list[str]:
         """The names of the directories directly in ``directory`` of the user's namespace."""
-        entries = await self._ls(scoped(directory, user_id))
+        entries = await self.backend.entries(scoped(directory, user_id))
         return sorted(e.path.rstrip("/").rsplit("/", 1)[-1] for e in entries if e.is_dir)
 
     async def move(self, source: str, target: str, user_id: str | None = None) -> None:
         """Move a file within the user's namespace, creating the target's directory."""
-        result = await self.backend.move(scoped(source, user_id), scoped(target, user_id))
-        self.generation += 1
-        if result.error is not None:
-            raise StorageError(f"cannot move {source} to {target}: {result.error.message}")
+        try:
+            await self.backend.rename(scoped(source, user_id), scoped(target, user_id))
+        finally:
+            self.generation += 1
 
     async def delete(self, path: str, user_id: str | None = None) -> None:
         """Delete a file in the user's namespace; a missing file is not an error."""
-        result = await self.backend.delete(scoped(path, user_id))
-        self.generation += 1
-        if result.error is not None:
-            raise StorageError(f"cannot delete {path}: {result.error.message}")
+        try:
+            await self.backend.remove(scoped(path, user_id))
+        finally:
+            self.generation += 1
 
     def _wrote(self, path: str) -> None:
         """Count a write, unless it is the harness's bookkeeping under ``agents/``."""
@@ -387,10 +376,6 @@ class WorkspaceManager:
         if self.unusable.pop(path, None) is not None:
             logger.info("%s is usable again", path)
         return _decode(found[0]) if found is not None else None
-
-    async def _ls(self, directory: str) -> list[Entry]:
-        result = await self.backend.ls(directory or "/")
-        return [] if result.error is not None else list(result.entries)
 
 
 def scoped(path: str, user_id: str | None) -> str:

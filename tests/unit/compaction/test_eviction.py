@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import harness.filesystem.local as local_backend
+import harness.filesystem._local_storage as local_storage
 from harness import HarnessAgent, RuntimeContext
 from harness.compaction.eviction import (
     DEFAULT_EXCLUDED_TOOLS,
@@ -402,7 +402,7 @@ async def test_the_file_is_written_off_the_event_loop(
         threads.append(threading.get_ident())
         real(directory, name, data)
 
-    monkeypatch.setattr(local_backend, "replace", recording)  # where the backend looks it up
+    monkeypatch.setattr(local_storage, "replace", recording)  # where the storage looks it up
 
     await run(make_hook(workspace), post_acting(OUTPUT))
 

@@ -1,0 +1,169 @@
+"""The storage operations of the local backend: ``get``, ``put`` and ``append``.
+
+What the harness's own files need (:class:`~harness.filesystem.base.Storage`); the rest of that
+contract (``entries``, ``remove``, ``rename``) comes from the tool operations
+(:class:`~harness.filesystem.base.AbstractFilesystem`). Each operation is one hop to the default
+executor, with the path resolved and checked there (:mod:`._local_paths`). ``put`` and
+``append`` take the file's sidecar lock, so ``put(if_version=...)`` is a real compare-and-set
+against every writer of this workspace, threads and processes alike, and an append never lands
+on a file that a concurrent ``put`` is replacing. A file's version is the SHA-256 of its content
+(hex), so it is the same for every process and survives restarts.
+
+They raise: :class:`~harness.errors.PathOutsideWorkspace` for a path that escapes,
+:class:`~harness.errors.UnusableFile` for a directory, a FIFO or a file over the limit, and
+:class:`~harness.errors.StorageError` when the disk fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+from collections.abc import Callable
+from typing import TypeVar
+
+from harness.context import RuntimeContext
+from harness.errors import StorageError, UnusableFile
+from harness.filesystem._beneath import NotAFile, TooLarge, append, replace
+from harness.filesystem._local_paths import (
+    LocalPaths,
+    Target,
+    checked_read,
+    checked_stat,
+    is_directory,
+    locked_file,
+)
+from harness.filesystem._semantics import shown_path, too_large_message
+from harness.filesystem.base import MISSING, Storage, Version
+
+__all__ = ["LocalStorage"]
+
+_R = TypeVar("_R")
+
+
+class LocalStorage(LocalPaths, Storage):
+    """``get``, ``put`` and ``append`` on a workspace directory (see the module doc)."""
+
+    max_storage_bytes: int
+
+    async def get(
+        self, path: str, ctx: RuntimeContext | None = None, *, limit: int | None = None
+    ) -> tuple[bytes, Version] | None:
+        """A whole file and its version (SHA-256 hex); None when it does not exist.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            UnusableFile: The path is a directory, a FIFO or the like, or the file holds more
+                than ``limit`` (or ``max_storage_bytes``) bytes.
+            StorageError: The file cannot be read.
+        """
+        cap = self.max_storage_bytes if limit is None else min(limit, self.max_storage_bytes)
+        return await asyncio.to_thread(_storage, path, lambda: self._get(path, ctx, cap))
+
+    def _get(
+        self, path: str, ctx: RuntimeContext | None, limit: int
+    ) -> tuple[bytes, Version] | None:
+        target = self._resolve(path, ctx)
+        data = _storage_read(target, path, limit)
+        return None if data is None else (data, _version(data))
+
+    async def put(
+        self,
+        path: str,
+        data: bytes,
+        ctx: RuntimeContext | None = None,
+        *,
+        if_version: Version | None = None,
+    ) -> Version | None:
+        """Replace a file atomically (creating directories); returns its new version.
+
+        With ``if_version`` the check and the write happen under the file's lock, so of two
+        writers that read the same version exactly one wins; the other gets None.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The file cannot be written.
+        """
+        blob = bytes(data)
+        return await asyncio.to_thread(
+            _storage, path, lambda: self._put(path, blob, ctx, if_version)
+        )
+
+    def _put(
+        self, path: str, data: bytes, ctx: RuntimeContext | None, if_version: Version | None
+    ) -> Version | None:
+        target = self._resolve(path, ctx)
+        _storage_check_file(target, path)
+        name = target.path.name
+        with locked_file(target, path) as directory:
+            if if_version is not None:
+                current = _storage_read(target, path, self.max_storage_bytes)
+                if (MISSING if current is None else _version(current)) != if_version:
+                    return None
+            replace(directory, name, data)
+        return _version(data)
+
+    async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
+        """Append one whole record (creating the file); concurrent appenders lose nothing.
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The file cannot be written.
+        """
+        blob = bytes(data)
+        await asyncio.to_thread(_storage, path, lambda: self._append(path, blob, ctx))
+
+    def _append(self, path: str, data: bytes, ctx: RuntimeContext | None) -> None:
+        target = self._resolve(path, ctx)
+        if not target.rel:
+            _storage_check_file(target, path)
+        name = target.path.name  # a directory there fails the append itself (EISDIR)
+        with locked_file(target, path) as directory:  # also excludes a put replacing the file
+            append(directory, name, data)
+
+
+def _storage(path: str, operation: Callable[[], _R]) -> _R:
+    """Run a storage operation; a file-system error becomes a :class:`StorageError`.
+
+    One that says what is at the path cannot be used (a directory, a FIFO, a lock file that
+    is not a file) is an :class:`UnusableFile`: the storage works, that file does not.
+    """
+    try:
+        return operation()
+    except (NotAFile, IsADirectoryError) as exc:
+        msg = f"cannot use {shown_path(path)}: {exc.strerror or exc}"
+        raise UnusableFile(msg) from exc
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # opening a FIFO that nobody reads, to write
+            msg = f"cannot use {shown_path(path)}: it is not a regular file (a FIFO)"
+            raise UnusableFile(msg) from exc
+        msg = f"cannot access {shown_path(path)}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+
+
+def _version(data: bytes) -> Version:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _storage_read(target: Target, shown: str, limit: int) -> bytes | None:
+    try:
+        return checked_read(target, shown, limit)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError as exc:
+        msg = f"cannot read {shown!r}: it is a directory, not a file"
+        raise UnusableFile(msg) from exc
+    except NotAFile as exc:
+        msg = f"cannot read {shown!r}: it {exc.strerror}"
+        raise UnusableFile(msg) from exc
+    except TooLarge as exc:
+        raise UnusableFile(too_large_message(shown, exc.size, exc.limit)) from exc
+    except OSError as exc:
+        msg = f"cannot read {shown!r}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
+
+
+def _storage_check_file(target: Target, shown: str) -> None:
+    if not target.rel or is_directory(checked_stat(target, target.path, shown)):
+        msg = f"cannot write {shown!r}: it is a directory, not a file"
+        raise UnusableFile(msg)
