@@ -47,6 +47,7 @@ __all__ = [
     "USERS_DIR",
     "kept_by_harness",
     "safe_segment",
+    "saved_sessions_dir",
     "session_dir",
     "shared_with_users",
     "user_from_segment",
@@ -157,7 +158,14 @@ def user_prefix(user_id: str | None) -> str:
     return f"{USERS_DIR}/{safe_segment(user_id)}/" if user_id else ""
 
 
+def saved_sessions_dir(agent: str, user_id: str | None = None) -> str:
+    """The workspace-relative directory holding the agent's saved sessions, one directory each.
+
+    The names of the directories in it are the :func:`safe_segment` of the session ids.
+    """
+    return f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}/context"
+
+
 def session_dir(agent: str, session_id: str, user_id: str | None = None) -> str:
     """The workspace-relative directory holding one session's saved conversation."""
-    agent_dir = f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}"
-    return f"{agent_dir}/context/{safe_segment(session_id)}"
+    return f"{saved_sessions_dir(agent, user_id)}/{safe_segment(session_id)}"
