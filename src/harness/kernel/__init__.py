@@ -55,7 +55,7 @@ from harness.kernel.streaming import (
     ToolStarted,
     report,
 )
-from harness.kernel.toolkit import Tool, Toolkit
+from harness.kernel.toolkit import Tool, ToolFailure, Toolkit
 
 __all__ = [
     "CACHE_KEY",
@@ -93,6 +93,7 @@ __all__ = [
     "ThinkingBlock",
     "ThinkingDelta",
     "Tool",
+    "ToolFailure",
     "ToolFinished",
     "ToolResultBlock",
     "ToolSchema",
