@@ -552,7 +552,8 @@ class HarnessAgent:
         return model
 
     def _bind(self, ctx: RuntimeContext | None) -> RuntimeContext:
-        return (ctx or RuntimeContext()).with_defaults(session_id=DEFAULT_SESSION_ID)
+        ctx = ctx or RuntimeContext()
+        return ctx.with_defaults(session_id=DEFAULT_SESSION_ID, agent=self.name)
 
     def _session_lock(self, ctx: RuntimeContext) -> asyncio.Lock:
         key = self.sessions.directory(ctx)

@@ -145,7 +145,7 @@ class BrokenDisk(LocalFilesystem):
     async def _fail(self, *args: Any, **kwargs: Any) -> Any:
         raise self.failure
 
-    read = write = edit = grep = glob = ls = _fail  # type: ignore[assignment]
+    read = write = edit = grep = glob = ls = _fail
 
 
 @settings(
