@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -79,7 +81,12 @@ from harness.subagents import (
 from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
 from harness.workspace import WorkspaceManager, safe_segment
 
-__all__ = ["DEFAULT_AGENT_NAME", "HarnessAgent", "default_workspace"]
+__all__ = ["DEFAULT_AGENT_NAME", "FlushObserver", "HarnessAgent", "default_workspace"]
+
+logger = logging.getLogger(__name__)
+
+FlushObserver = Callable[[RuntimeContext, FlushResult, float], Awaitable[object]]
+"""Told of a memory flush: the call's context, what the flush did, and its seconds."""
 
 DEFAULT_AGENT_NAME: Final = "harness"
 
@@ -229,6 +236,9 @@ class HarnessAgent:
         )
         # What the capabilities below set when they are on.
         self.maintenance: MemoryMaintenance | None = None
+        # Told of every memory flush once it has run, in the background after its call (the
+        # trace, when on, records it too); `harness serve` reports a turn's flush this way.
+        self.flush_observers: list[FlushObserver] = []
         self.compaction = compaction
         self.compactor: ConversationCompactor | None = None
         self.tasks: TaskRepository | None = None
@@ -383,7 +393,7 @@ class HarnessAgent:
                 flush=flush if memory.flush else None,
                 transcript=transcript if memory.offload else None,
                 maintenance=self.maintenance,
-                on_flush=self._trace_flush if trace else None,
+                on_flush=functools.partial(self._flushed, trace=trace),
             )
         ]
         if memory.auto_consolidate:
@@ -513,16 +523,24 @@ class HarnessAgent:
             )
         ]
 
-    async def _trace_flush(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:
-        await record(
-            self.workspace,
-            self.name,
-            ctx,
-            "memory_flush",
-            path=result.path,
-            messages=result.messages,
-            latency_s=round(seconds, 4),
-        )
+    async def _flushed(
+        self, ctx: RuntimeContext, result: FlushResult, seconds: float, *, trace: bool
+    ) -> None:
+        if trace:
+            await record(
+                self.workspace,
+                self.name,
+                ctx,
+                "memory_flush",
+                path=result.path,
+                messages=result.messages,
+                latency_s=round(seconds, 4),
+            )
+        for observer in list(self.flush_observers):
+            try:
+                await observer(ctx, result, seconds)
+            except Exception:  # an observer's failure is its own, never the flush's
+                logger.exception("a memory flush observer failed")
 
     async def _trace_consolidation(self, ctx: RuntimeContext, result: ConsolidationResult) -> None:
         await record(
@@ -556,7 +574,8 @@ class HarnessAgent:
         return model
 
     def _bind(self, ctx: RuntimeContext | None) -> RuntimeContext:
-        return (ctx or RuntimeContext()).with_defaults(session_id=DEFAULT_SESSION_ID)
+        ctx = ctx or RuntimeContext()
+        return ctx.with_defaults(session_id=DEFAULT_SESSION_ID, agent=self.name)
 
     def _session_lock(self, ctx: RuntimeContext) -> asyncio.Lock:
         key = self.sessions.directory(ctx)

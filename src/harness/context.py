@@ -27,15 +27,18 @@ class RuntimeContext:
         session_id: The conversation to continue; calls with the same id share history.
         user_id: The user the call acts for. Per-user state (sessions, memory, files) lives in
             that user's namespace, and no user sees another's.
+        agent: The agent running the call (a ``HarnessAgent`` sets its own name). Under
+            ``IsolationScope.AGENT`` the call's files live in that agent's namespace.
         extra: Application values passed through to hooks and tools, copied on construction.
     """
 
     session_id: str | None = None
     user_id: str | None = None
+    agent: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("session_id", "user_id"):
+        for name in ("session_id", "user_id", "agent"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 msg = f"RuntimeContext.{name} must be a non-empty string or None, got {value!r}"
@@ -52,11 +55,20 @@ class RuntimeContext:
         """Return ``extra[key]``, or ``default`` when it is absent."""
         return self.extra.get(key, default)
 
-    def with_defaults(self, *, session_id: str) -> RuntimeContext:
-        """Return this context with ``session_id`` filled in when it was not given."""
-        if self.session_id is not None:
+    def with_defaults(self, *, session_id: str, agent: str | None = None) -> RuntimeContext:
+        """Return this context with ``session_id`` filled in and ``agent`` set.
+
+        ``session_id`` fills in a missing session; ``agent``, when given, names the agent that
+        runs the call (it replaces the one the context named).
+        """
+        if self.session_id is not None and (agent is None or self.agent == agent):
             return self
-        return replace(self, session_id=session_id, extra=dict(self.extra))
+        return replace(
+            self,
+            session_id=self.session_id or session_id,
+            agent=agent or self.agent,
+            extra=dict(self.extra),
+        )
 
 
 def _is_text(value: str) -> bool:

@@ -10,8 +10,8 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── ConfigError                 bad or missing configuration (model spec, API key, workspace)
     ├── ModelError                  the model provider failed
     │   ├── ContextOverflowError    the request did not fit the model's context window
-    │   └── RateLimitError          the provider refused for rate or quota reasons
-    ├── ScriptExhaustedError        a scripted model has no turn that answers the request
+    │   ├── RateLimitError          the provider refused for rate or quota reasons
+    │   └── ScriptExhaustedError    a scripted model has no turn that answers the request
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
     ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
     ├── WorkspaceError
@@ -26,10 +26,11 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── MCPToolError                an MCP server answered a tool call with an error, or late
     └── RequestRefused              ``harness serve`` refuses a request (its HTTP status and code)
 
-``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: both are about a value
-(a path, a file's text) that cannot be used. Every class lives here, whichever package raises
-it, so one ``except`` on this tree catches what Harness means to raise
-(``tests/unit/test_public_api.py`` holds every package to it).
+``InvalidText``, ``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: each
+is about a value (a text, a path, a file's text) that cannot be used. Every class lives here,
+whichever package raises it, so one ``except`` on this tree catches what Harness means to raise
+(``tests/unit/test_public_api.py`` holds every package to it, and
+``tests/unit/test_errors_doc.py`` this drawing to the classes).
 """
 
 from __future__ import annotations

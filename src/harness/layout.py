@@ -13,6 +13,7 @@
     <workspace>/agents/<agent>/tasks/<task>.json, <task>.result.md  background task and result
     <workspace>/agents/<agent>/children/<session>.json            subagents the session started
     <workspace>/agents/<agent>/traces/<session>.jsonl             trace of the session's calls
+    <workspace>/agents/<agent>/files/...  the model's files under ``IsolationScope.AGENT``
     <workspace>/users/<user>/...          the same layout, per user
 
 A call made for a user reads that user's copy of a file first and falls back to the shared copy
@@ -33,6 +34,7 @@ from harness.errors import InvalidText
 __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
+    "AGENT_FILES_DIR",
     "CHILDREN_DIR",
     "KEPT_BY_HARNESS",
     "KNOWLEDGE_DIR",
@@ -45,8 +47,10 @@ __all__ = [
     "TASKS_DIR",
     "TRACES_DIR",
     "USERS_DIR",
+    "agent_files_dir",
     "kept_by_harness",
     "safe_segment",
+    "saved_sessions_dir",
     "session_dir",
     "shared_with_users",
     "user_from_segment",
@@ -67,6 +71,8 @@ TASKS_DIR: Final = "tasks"
 """An agent's background task records and results, under ``agents/<agent>/``."""
 TRACES_DIR: Final = "traces"
 """An agent's traces, under ``agents/<agent>/``."""
+AGENT_FILES_DIR: Final = "files"
+"""Under ``agents/<agent>/``, the agent's own files: its namespace under ``AGENT`` scope."""
 USERS_DIR: Final = "users"
 
 SHARED_WITH_USERS: Final = (AGENTS_MD, KNOWLEDGE_DIR, SKILLS_DIR, SUBAGENTS_DIR)
@@ -157,7 +163,23 @@ def user_prefix(user_id: str | None) -> str:
     return f"{USERS_DIR}/{safe_segment(user_id)}/" if user_id else ""
 
 
+def agent_files_dir(agent: str) -> str:
+    """The workspace-relative directory of an agent's own files (``agents/<agent>/files``).
+
+    It is the agent's namespace under ``IsolationScope.AGENT``: every user and session of the
+    agent shares it, no other agent reaches it, and it holds none of the harness's records.
+    """
+    return f"{AGENTS_DIR}/{safe_segment(agent)}/{AGENT_FILES_DIR}"
+
+
+def saved_sessions_dir(agent: str, user_id: str | None = None) -> str:
+    """The workspace-relative directory holding the agent's saved sessions, one directory each.
+
+    The names of the directories in it are the :func:`safe_segment` of the session ids.
+    """
+    return f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}/context"
+
+
 def session_dir(agent: str, session_id: str, user_id: str | None = None) -> str:
     """The workspace-relative directory holding one session's saved conversation."""
-    agent_dir = f"{user_prefix(user_id)}{AGENTS_DIR}/{safe_segment(agent)}"
-    return f"{agent_dir}/context/{safe_segment(session_id)}"
+    return f"{saved_sessions_dir(agent, user_id)}/{safe_segment(session_id)}"

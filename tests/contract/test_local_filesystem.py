@@ -59,7 +59,11 @@ async def test_files_land_in_the_callers_namespace_on_disk(tmp_path: Path) -> No
             "sessions/s%2F1/f",
         ),
         (IsolationScope.SESSION, RuntimeContext(user_id="alice"), "f"),
-        (IsolationScope.AGENT, ALICE, "f"),
+        (
+            IsolationScope.AGENT,
+            RuntimeContext(session_id="s1", user_id="alice", agent="bot"),
+            "agents/bot/files/f",
+        ),
         (IsolationScope.GLOBAL, ALICE, "f"),
         (IsolationScope.USER, ALICE, "users/alice/f"),
         (IsolationScope.USER, None, "f"),

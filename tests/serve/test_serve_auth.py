@@ -227,3 +227,32 @@ def test_key_files_hold_digests_and_bad_entries_are_refused(tmp_path: Path) -> N
             ApiKeys.parse(bad, source="keys.txt")
     with pytest.raises(ConfigError, match="cannot read the API key file"):
         ApiKeys.load([tmp_path / "missing.txt"])
+
+
+async def test_a_users_flush_is_reported_to_that_user_in_their_namespace(
+    workspace: Path, keys: tuple[str, str, Path]
+) -> None:
+    memory_model = ScriptedChatModel([{"text": "- The user keeps bees.", "repeat": True}])
+
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[HarnessAgent]:
+        async with HarnessAgent(
+            model=ScriptedChatModel(TURNS),
+            workspace=workspace,
+            memory=MemoryConfig(auto_consolidate=False),
+            memory_model=memory_model,
+            trace=False,
+        ) as agent:
+            yield agent
+
+    alice, bob, file = keys
+    with served(opened, ServeConfig(keys=ApiKeys.load([file]))) as running:
+        async with http(running, alice) as api:
+            received = await turn(api, "hives", "I keep bees on the roof.")
+        async with http(running, bob) as api:
+            others = await turn(api, "hives", "hello")
+    flushed = [data for name, data in received if name == "memory.flushed"]
+    assert len(flushed) == 1
+    assert flushed[0]["path"].startswith("memory/")  # as alice names it: no users/alice/
+    assert "bees" in (workspace / "users" / "alice" / flushed[0]["path"]).read_text()
+    assert all("bees" not in str(data) for name, data in others if name == "memory.flushed")

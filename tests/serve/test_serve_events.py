@@ -179,9 +179,15 @@ async def test_a_quiet_turn_sends_pings_and_a_client_that_leaves_stops_it(
     assert texts == ["slow one", "quick one", "Fine."]
 
 
-async def test_the_turns_memory_flush_is_its_last_event(workspace: Path) -> None:
+@pytest.mark.parametrize("trace", [True, False])
+async def test_the_turns_memory_flush_is_its_last_event(workspace: Path, trace: bool) -> None:
+    # The server hears of the flush from the agent itself, so it is reported with no trace.
     memory_model = ScriptedChatModel([{"text": "- The user drinks green tea.", "repeat": True}])
-    options = {"memory": MemoryConfig(auto_consolidate=False), "memory_model": memory_model}
+    options = {
+        "memory": MemoryConfig(auto_consolidate=False),
+        "memory_model": memory_model,
+        "trace": trace,
+    }
     with served(opener(workspace, **options)) as server:
         async with http(server) as api:
             received = await events(api, "flushed", "I drink green tea every morning.")
@@ -195,6 +201,7 @@ async def test_the_turns_memory_flush_is_its_last_event(workspace: Path) -> None
     assert "green tea" in log
     # Each turn reports its own flush, not the earlier ones.
     assert [name for name, _ in again].count("memory.flushed") == 1
+    assert (workspace / "agents" / "harness" / "traces").exists() is trace
 
 
 async def test_reading_a_history_while_a_line_is_being_appended_changes_nothing(

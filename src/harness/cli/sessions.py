@@ -47,7 +47,8 @@ def show_command(
     async def _show() -> dict[str, Any]:
         ctx = RuntimeContext(session_id=session, user_id=user)
         async with opened_workspace(workspace, store) as manager:
-            messages = await SessionStore(manager, agent).load(ctx)
+            # Only reads: load() is the running call's, and repairs what it cannot parse.
+            messages = await SessionStore(manager, agent).read(ctx)
             records = await CompactionLog(manager, agent).read(session, user)
         return {
             "session_id": session,

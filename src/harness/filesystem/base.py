@@ -41,7 +41,7 @@ from typing import Final, Literal, Protocol, runtime_checkable
 
 from harness.context import RuntimeContext
 from harness.errors import OtherNamespace, PathOutsideWorkspace, StorageError
-from harness.layout import USERS_DIR, safe_segment
+from harness.layout import USERS_DIR, agent_files_dir, safe_segment
 from harness.paths import normalize
 
 __all__ = [
@@ -201,7 +201,10 @@ class IsolationScope(StrEnum):
 
     ``USER`` (the default): the user's own directory, ``users/<id>/`` (the shared root for a call
     without a user, where ``users/`` itself is off limits); ``SESSION``: ``sessions/<id>/``;
-    ``AGENT`` and ``GLOBAL``: the whole workspace.
+    ``AGENT``: the agent's own directory, ``agents/<agent>/files/`` (the context's ``agent``,
+    which a ``HarnessAgent`` sets: every user and session of one agent share it, and no other
+    agent, subagents included, reaches it; a call that names no agent is refused);
+    ``GLOBAL``: the whole workspace.
     """
 
     USER = "user"
@@ -218,6 +221,8 @@ def namespace_prefix(scope: IsolationScope, ctx: RuntimeContext | None) -> str:
         return f"users/{safe_segment(ctx.user_id)}/"
     if scope is IsolationScope.SESSION and ctx.session_id:
         return f"sessions/{safe_segment(ctx.session_id)}/"
+    if scope is IsolationScope.AGENT and ctx.agent:
+        return f"{agent_files_dir(ctx.agent)}/"
     return ""
 
 
@@ -252,12 +257,19 @@ def check_path(path: str, scope: IsolationScope, ctx: RuntimeContext | None) -> 
     """The workspace-relative path a call means, with its namespace prefix.
 
     Raises:
-        PathOutsideWorkspace: ``..``, ``~``, a NUL byte, or (for a call without a user under
-            ``USER`` scope) a path into another user's namespace.
+        PathOutsideWorkspace: ``..``, ``~``, a NUL byte, (for a call without a user under
+            ``USER`` scope) a path into another user's namespace, or (under ``AGENT`` scope) a
+            call that names no agent.
     """
     if "\x00" in path:
         msg = f"path {path!r} contains a NUL byte"
         raise PathOutsideWorkspace(msg)
+    if ctx is not None and scope is IsolationScope.AGENT and not ctx.agent:
+        msg = (
+            f"path {path[:80]!r}: under IsolationScope.AGENT a call's files are its agent's; "
+            "name the agent in RuntimeContext(agent=...)"
+        )
+        raise OtherNamespace(msg)
     rel = normalize(path)
     prefix = namespace_prefix(scope, ctx)
     if (

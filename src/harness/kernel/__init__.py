@@ -58,7 +58,7 @@ from harness.kernel.streaming import (
     ToolStarted,
     report,
 )
-from harness.kernel.toolkit import Tool, Toolkit
+from harness.kernel.toolkit import Tool, ToolFailure, Toolkit
 
 __all__ = [
     "CACHE_KEY",
@@ -98,6 +98,7 @@ __all__ = [
     "ThinkingBlock",
     "ThinkingDelta",
     "Tool",
+    "ToolFailure",
     "ToolFinished",
     "ToolResultBlock",
     "ToolSchema",

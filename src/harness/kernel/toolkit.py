@@ -8,8 +8,9 @@ not shown to the model; it receives the context of the call that runs the tool.
 
 Running a tool never raises into the agent loop: unknown tools, arguments that fail validation
 and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
-``is_error=True`` and a message the model can act on. Sync tools run in a worker thread so they
-cannot block the event loop.
+``is_error=True`` and a message the model can act on. A tool that refuses or fails without
+raising returns its message as a :class:`ToolFailure`, which is marked ``is_error`` too. Sync
+tools run in a worker thread so they cannot block the event loop.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from harness.context import RuntimeContext
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
 
-__all__ = ["Tool", "Toolkit"]
+__all__ = ["Tool", "ToolFailure", "Toolkit"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,17 @@ def _clean_schema(node: Any) -> Any:
     if isinstance(node, list):
         return [_clean_schema(item) for item in node]
     return node
+
+
+class ToolFailure(str):
+    """A tool's answer that reports a failure: the text the model reads, marked ``is_error``.
+
+    Return it instead of raising when the message is already the one the model should see
+    (``return ToolFailure("Error: no such file")``); it is a ``str``, so callers that compare
+    a tool's answer as text keep working.
+    """
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +234,12 @@ class Tool:
         except Exception as exc:
             logger.debug("tool %s failed", self.name, exc_info=True)
             return _error(call, f"{type(exc).__name__}: {exc}")
-        return ToolResultBlock(id=call.id, name=call.name, output=_to_output(value))
+        return ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=_to_output(value),
+            is_error=isinstance(value, ToolFailure),
+        )
 
 
 _DESCRIBED: weakref.WeakKeyDictionary[

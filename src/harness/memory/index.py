@@ -10,19 +10,24 @@ archive) and transcripts ``agents/*/sessions/*.log.jsonl``, shared and under eve
 Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
 ``_harness_migrations``)::
 
-    memory_files(path PK, owner, size, mtime_ns, sha256, first_id, rows)   one per file
-    memory_lines(id PK, path, owner, line_number, content, cjk, context,
+    memory_files(path PK, owner, size, mtime_ns, sha256, first_id, rows, capacity, chars)
+                                    one per file: its id range and the text its hash covers
+    memory_lines(id PK, path, owner, line_number, content, cjk, context, near, speaker,
                  scope GENERATED = 'u' || hex(owner))                      one per line
-    memory_lines_fts  FTS5(content, cjk, context, scope), external content = memory_lines,
-                      tokenize 'porter unicode61 remove_diacritics 2'
+    memory_lines_fts  FTS5(content, cjk, context, near, scope), external content =
+                      memory_lines, tokenize 'porter unicode61 remove_diacritics 2'
+    memory_labels(owner PK, label PK, path PK, rows)   the speakers of each file, counted
     memory_vectors(id PK, vector)   unit float32 per line, only with an embedder
     memory_meta(key PK, value)      which embedder made the vectors
+    _harness_migrations(name PK, applied_at)           the migrations applied
 
 A row's ``owner`` is ``<segment>`` under ``users/<segment>/`` and ``""`` (shared) otherwise; a
 search for a user sees that user's rows only: the shared rows are the memory and transcripts
 of calls made without a user, which are not a user's to see. ``cjk`` holds
 bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date and the
-section heading (weight 0.3). The FTS table is written by this class, set-based, rather than by
+section heading (weight 0.3); ``near`` and ``speaker`` place a turn of a conversation
+(:mod:`harness.memory._fts`). ``tests/unit/memory/test_index_schema_doc.py`` holds this list to
+the database the index creates. The FTS table is written by this class, set-based, rather than by
 triggers: FTS5 flushes a segment at every statement savepoint, and a trigger per row made bulk
 indexing 7x slower. A file is re-indexed by deleting its id range and inserting its new rows,
 so the cost depends on that file alone; an unchanged file is skipped by size and mtime, then by

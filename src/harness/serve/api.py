@@ -20,7 +20,7 @@ from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
 from harness.serve.state import ServeState, TurnStream, stream_turn
 from harness.subagents import TaskRecord, TaskRepository
-from harness.workspace import AGENTS_DIR, safe_segment, user_prefix
+from harness.workspace import safe_segment, saved_sessions_dir, user_prefix
 
 __all__ = ["native_router"]
 
@@ -50,8 +50,7 @@ def native_router(state: ServeState) -> APIRouter:
     @router.get("/sessions")
     async def sessions(request: Request) -> dict[str, Any]:
         user = state.authenticate(request)
-        root = f"{AGENTS_DIR}/{safe_segment(agent.name)}/context"
-        names = await agent.workspace.list_dirs(root, user)
+        names = await agent.workspace.list_dirs(saved_sessions_dir(agent.name, user))
         return {"data": [{"id": name} for name in names if _client_id(name)]}
 
     @router.get("/sessions/{session_id}")

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Final
 
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
-from harness.observability import read_trace
-from harness.observability.trace_file import now_iso
+from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
 from harness.serve.events import event_of
 from harness.session.keys import session_key
@@ -45,6 +46,10 @@ TurnEvent = tuple[str, Mapping[str, Any]]
 
 SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """The session ids a client may use: they name a directory and show in URLs as they are."""
+
+
+_TURN: Final = "harness.serve.turn"
+"""The key, in a turn's ``RuntimeContext.extra``, of the id that ties a flush to its turn."""
 
 
 def check_session_id(session_id: str) -> str:
@@ -64,6 +69,10 @@ class Turns:
     def __init__(self, agent: HarnessAgent, config: ServeConfig) -> None:
         self.agent = agent
         self.config = config
+        # The flushes of each turn still waiting for them, by turn id: the agent tells us of
+        # each flush with the context of the call it flushed, which carries the turn's id.
+        self._flushes: dict[str, list[TurnEvent]] = {}
+        agent.flush_observers.append(self._flushed)
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
         return RuntimeContext(user_id=user_id, session_id=check_session_id(session_id))
@@ -79,7 +88,17 @@ class Turns:
         Raises:
             SessionBusy: Before the first event, when another turn keeps the session.
         """
-        started = now_iso()
+        turn = uuid.uuid4().hex
+        ctx = dataclasses.replace(ctx, extra={**ctx.extra, _TURN: turn})
+        self._flushes[turn] = []
+        try:
+            async with contextlib.aclosing(self._run(ctx, text)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            del self._flushes[turn]
+
+    async def _run(self, ctx: RuntimeContext, text: str) -> AsyncGenerator[TurnEvent, None]:
         reply: TurnEvent | None = None
         completed = False
         async with self._gate(ctx):
@@ -117,14 +136,15 @@ class Turns:
                     yield reply
         if completed:
             # The session is free again; its memory flush runs on in the background.
-            async for event in self._memory_flushes(ctx, started):
+            async for event in self._memory_flushes(ctx):
                 yield event
 
-    async def _memory_flushes(self, ctx: RuntimeContext, since: str) -> AsyncIterator[TurnEvent]:
+    async def _memory_flushes(self, ctx: RuntimeContext) -> AsyncIterator[TurnEvent]:
         """``memory.flushed`` for each flush of the turn's messages, once it has run.
 
         The flush runs after the turn, queued with the session's background work; this waits
-        for that work (at most ``flush_wait`` seconds) and reports what the trace recorded.
+        for that work (at most ``flush_wait`` seconds) and reports the flushes the agent told
+        of (:attr:`HarnessAgent.flush_observers`), with or without a trace.
         """
         maintenance = self.agent.maintenance
         job = maintenance.pending(session_key(ctx)) if maintenance is not None else None
@@ -134,20 +154,21 @@ class Turns:
             await asyncio.wait_for(asyncio.shield(job), self.config.flush_wait)
         except TimeoutError:
             return
-        assert ctx.session_id is not None
-        workspace, prefix = self.agent.workspace, user_prefix(ctx.user_id)
-        _, records = await read_trace(workspace, self.agent.name, ctx.session_id, ctx.user_id)
-        for record in records or []:
-            if record.get("event") == "memory_flush" and str(record.get("ts")) >= since:
-                path = record.get("path")
-                yield (
-                    "memory.flushed",
-                    {
-                        "path": path.removeprefix(prefix) if isinstance(path, str) else None,
-                        "messages": record.get("messages"),
-                        "latency_s": record.get("latency_s"),
-                    },
-                )
+        for event in self._flushes.get(ctx.extra[_TURN], []):
+            yield event
+
+    async def _flushed(self, ctx: RuntimeContext, result: FlushResult, seconds: float) -> None:
+        """Keep a flush for the turn it belongs to, if that turn still waits for it."""
+        flushes = self._flushes.get(ctx.get(_TURN))
+        if flushes is None:
+            return  # not a served turn's, or its turn has stopped waiting
+        path = result.path.removeprefix(user_prefix(ctx.user_id)) if result.path else None
+        flushes.append(
+            (
+                "memory.flushed",
+                {"path": path, "messages": result.messages, "latency_s": round(seconds, 4)},
+            )
+        )
 
 
 _FAILURE_STATUS: Final = {

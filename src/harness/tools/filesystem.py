@@ -22,7 +22,8 @@ an exception:
 - ``execute(command, working_directory?, timeout?)``: ``Exit code: <n>``, then a blank line and the
   output when there is any, then ``(output was truncated)`` when it was cut.
 
-Failures read ``Error: <message>``. Listings are capped (200 lines, 20,000 characters) with a
+Failures read ``Error: <message>`` and are error results (``is_error``): every one takes one
+path, ``_answers``. Listings are capped (200 lines, 20,000 characters) with a
 last line saying how many more there were, so no single call floods the context. A call still
 waiting after ``timeout_seconds`` (60 s; the backends bound their own work, so only a disk
 that hangs gets there) is given up on with an error saying so.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -54,6 +56,7 @@ from harness.filesystem.base import (
     ShellFilesystem,
     check_path,
 )
+from harness.kernel.toolkit import ToolFailure
 from harness.layout import KEPT_BY_HARNESS, USERS_DIR, kept_by_harness, shared_with_users
 from harness.paths import normalize
 
@@ -96,8 +99,34 @@ _MAX_INLINE_BASE64: Final = MAX_LINE_CHARS
 """A binary file whose base64 is at most this long is shown; a bigger one is only described."""
 
 
-def _error(error: FsError | None, fallback: str = "the operation failed") -> str:
-    return f"Error: {error.message if error is not None else fallback}"
+class _Refused(Exception):
+    """A file tool refuses a call or reports its failure; the message says what went wrong."""
+
+
+def _refusal(error: FsError | None, fallback: str = "the operation failed") -> _Refused:
+    return _Refused(error.message if error is not None else fallback)
+
+
+_Method = Callable[..., Awaitable[str]]
+
+
+def _answers(method: _Method) -> _Method:
+    """The one path a file tool's answer takes: a refusal or a failure is an error result.
+
+    A tool raises :class:`_Refused` (or lets a storage or path error through) for everything
+    it did not do; here that becomes ``Error: <message>`` as a
+    :class:`~harness.kernel.ToolFailure`, so the result is marked ``is_error`` (traces, the
+    events API and OpenTelemetry count it as a failure) whatever the tool and the reason.
+    """
+
+    @functools.wraps(method)
+    async def answer(*args: Any, **kwargs: Any) -> str:
+        try:
+            return await method(*args, **kwargs)
+        except (_Refused, HarnessError, OSError, ValueError) as exc:
+            return ToolFailure(f"Error: {exc}")
+
+    return answer
 
 
 def _cut(text: str) -> str:
@@ -215,34 +244,36 @@ class FilesystemTools:
 
     def _check(
         self, path: str, ctx: RuntimeContext, *, required: bool = False, writing: bool = False
-    ) -> str | None:
-        """The error text for a path no backend should be given, or None when it is fine.
+    ) -> None:
+        """Refuse a path no backend should be given.
 
         The backend checks again; checking here gives every backend the same answer and keeps
         a path that cannot be right from reaching storage at all. ``writing``: the harness's
         own records (:data:`~harness.layout.KEPT_BY_HARNESS`) are refused too, whatever the
         backend.
+
+        Raises:
+            _Refused: What is wrong with the path.
         """
         if required and not path.strip():
-            return "Error: path is required"
+            raise _Refused("path is required")
         try:
             check_path(path, self.fs.scope, ctx)
             kept = writing and kept_by_harness(normalize(path))
         except HarnessError as exc:
-            return f"Error: {exc}"
+            raise _Refused(f"{exc}") from None
         if kept:
-            return (
-                f"Error: {path} is in {KEPT_BY_HARNESS}/, where the harness keeps its own "
+            raise _Refused(
+                f"{path} is in {KEPT_BY_HARNESS}/, where the harness keeps its own "
                 "records (sessions, transcripts, tasks, traces); read them, but write elsewhere"
             )
         for segment in path.replace("\\", "/").split("/"):
             size = len(segment.encode("utf-8", "surrogatepass"))
             if size > MAX_NAME_BYTES:
-                return (
-                    f"Error: a name in path {path[:80]!r}... is {size} bytes long; names are at "
+                raise _Refused(
+                    f"a name in path {path[:80]!r}... is {size} bytes long; names are at "
                     f"most {MAX_NAME_BYTES} bytes, use a shorter one"
                 )
-        return None
 
     def _shared(self, path: str, ctx: RuntimeContext) -> RuntimeContext | None:
         """The shared context a user's read of ``path`` falls back to, or None for no fallback.
@@ -265,6 +296,7 @@ class FilesystemTools:
 
     # -- the tools -----------------------------------------------------------------------
 
+    @_answers
     async def read_file(
         self,
         path: str,
@@ -279,24 +311,20 @@ class FilesystemTools:
             offset: The 0-based line to start at (default 0).
             limit: How many lines to read (default 200).
         """
-        if (problem := self._check(path, ctx, required=True)) is not None:
-            return problem
+        self._check(path, ctx, required=True)
         start = max(offset or 0, 0)
         count = max(limit or DEFAULT_READ_LIMIT, 1)
-        try:
-            result = await self._bounded(self.fs.read(path, start, count, ctx))
-            if (
-                result.error is not None
-                and result.error.code is FsErrorCode.FILE_NOT_FOUND
-                and (shared := self._shared(path, ctx)) is not None
-            ):
-                fallback = await self._bounded(self.fs.read(path, start, count, shared))
-                if fallback.error is None or fallback.error.code is not FsErrorCode.FILE_NOT_FOUND:
-                    result = fallback
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+        result = await self._bounded(self.fs.read(path, start, count, ctx))
+        if (
+            result.error is not None
+            and result.error.code is FsErrorCode.FILE_NOT_FOUND
+            and (shared := self._shared(path, ctx)) is not None
+        ):
+            fallback = await self._bounded(self.fs.read(path, start, count, shared))
+            if fallback.error is None or fallback.error.code is not FsErrorCode.FILE_NOT_FOUND:
+                result = fallback
         if result.error is not None or result.data is None:
-            return _error(result.error, f"could not read {path}")
+            raise _refusal(result.error, f"could not read {path}")
         data = result.data
         if data.encoding == "base64":
             return self._binary(path, data.content)
@@ -307,7 +335,7 @@ class FilesystemTools:
         if not lines and total == 0:
             return EMPTY_FILE_REMINDER
         if start >= total or not lines:
-            return f"Error: offset {start} is past the end of the file ({total} lines)"
+            raise _Refused(f"offset {start} is past the end of the file ({total} lines)")
         shown: list[str] = []
         used = 0
         end = start
@@ -334,6 +362,7 @@ class FilesystemTools:
             return f"{head} Its content, base64-encoded:\n{content}"
         return f"{head} Use a tool made for this file type to inspect it."
 
+    @_answers
     async def write_file(self, path: str, content: str, ctx: RuntimeContext) -> str:
         """Create a new file with the given content; an existing file is not overwritten.
 
@@ -341,21 +370,18 @@ class FilesystemTools:
             path: The new file, relative to the workspace.
             content: The whole text of the file.
         """
-        if (problem := self._check(path, ctx, required=True, writing=True)) is not None:
-            return problem
-        try:
-            result = await self._bounded(self.fs.write(path, content, ctx))
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+        self._check(path, ctx, required=True, writing=True)
+        result = await self._bounded(self.fs.write(path, content, ctx))
         if result.error is None:
             return f"Written to {path}"
         if result.error.code is FsErrorCode.ALREADY_EXISTS:
-            return (
-                f"Error: Cannot write to {path} because it already exists. Read and then make "
+            raise _Refused(
+                f"Cannot write to {path} because it already exists. Read and then make "
                 "an edit, or write to a new path."
             )
-        return _error(result.error)
+        raise _refusal(result.error)
 
+    @_answers
     async def edit_file(
         self,
         path: str,
@@ -372,30 +398,27 @@ class FilesystemTools:
             new_string: The text to put in its place.
             replace_all: Replace every occurrence instead of exactly one (default false).
         """
-        if (problem := self._check(path, ctx, required=True, writing=True)) is not None:
-            return problem
+        self._check(path, ctx, required=True, writing=True)
         old = old_string.replace("\r\n", "\n")
         new = new_string.replace("\r\n", "\n")
         if not old:
-            return "Error: old_string is empty; give the exact text to replace"
+            raise _Refused("old_string is empty; give the exact text to replace")
         if old == new:
-            return "Error: old_string and new_string are the same; nothing would change"
-        try:
-            result = await self._bounded(self.fs.edit(path, old, new, bool(replace_all), ctx))
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+            raise _Refused("old_string and new_string are the same; nothing would change")
+        result = await self._bounded(self.fs.edit(path, old, new, bool(replace_all), ctx))
         if result.error is None:
             return f"Edited {path} ({result.occurrences} replacement(s))"
         if result.error.code is FsErrorCode.NO_MATCH:
-            return "Error: String not found in file"
+            raise _Refused("String not found in file")
         if result.error.code is FsErrorCode.NOT_UNIQUE:
             times = f" {result.occurrences} times" if result.occurrences > 1 else " more than once"
-            return (
-                f"Error: String appears{times} in file. Use replace_all=true to replace every "
+            raise _Refused(
+                f"String appears{times} in file. Use replace_all=true to replace every "
                 "occurrence, or add surrounding context to old_string so that it matches once."
             )
-        return _error(result.error)
+        raise _refusal(result.error)
 
+    @_answers
     async def grep_files(
         self,
         pattern: str,
@@ -411,24 +434,21 @@ class FilesystemTools:
             glob: Only files whose name matches this pattern, e.g. "*.md".
         """
         if not pattern:
-            return "Error: pattern is empty; give the text to look for"
+            raise _Refused("pattern is empty; give the text to look for")
         where = path if path is not None else "/"
-        if (problem := self._check(where, ctx)) is not None:
-            return problem
-        try:
-            result = await self._bounded(self.fs.grep(pattern, where, glob or None, ctx))
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+        self._check(where, ctx)
+        result = await self._bounded(self.fs.grep(pattern, where, glob or None, ctx))
         if result.error is not None:
             if result.error.code is FsErrorCode.FILE_NOT_FOUND:
                 return "No matches found"
-            return _error(result.error)
+            raise _refusal(result.error)
         matches = [m for m in result.matches if not self._hidden(m.path, ctx)]
         if not matches:
             return "No matches found"
         rows = [f"{m.path}:{m.line}:{_cut(m.text)}" for m in matches]
         return _capped(rows, "matches", stopped=result.truncated)
 
+    @_answers
     async def glob_files(self, pattern: str, ctx: RuntimeContext, path: str | None = None) -> str:
         """Find files whose path matches a glob pattern; "**" spans directories.
 
@@ -438,24 +458,21 @@ class FilesystemTools:
             path: The directory to search, relative to the workspace (default: all).
         """
         if not pattern.strip():
-            return "Error: pattern is empty; give a glob pattern such as **/*.md"
+            raise _Refused("pattern is empty; give a glob pattern such as **/*.md")
         where = path if path is not None else "/"
-        if (problem := self._check(where, ctx)) is not None:
-            return problem
-        try:
-            result = await self._bounded(self.fs.glob(pattern, where, ctx))
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+        self._check(where, ctx)
+        result = await self._bounded(self.fs.glob(pattern, where, ctx))
         if result.error is not None:
             if result.error.code is FsErrorCode.FILE_NOT_FOUND:
                 return "No matching files found"
-            return _error(result.error)
+            raise _refusal(result.error)
         entries = [e for e in result.entries if not self._hidden(e.path, ctx)]
         if not entries:
             return "No matching files found"
         rows = [f"{e.path}/" if e.is_dir else _size(e) for e in entries]
         return _capped(rows, "files")
 
+    @_answers
     async def list_files(self, ctx: RuntimeContext, path: str | None = None) -> str:
         """List the files and directories directly in a directory.
 
@@ -463,22 +480,19 @@ class FilesystemTools:
             path: The directory, relative to the workspace (default: the workspace root).
         """
         where = path if path is not None else "/"
-        if (problem := self._check(where, ctx)) is not None:
-            return problem
-        try:
-            result = await self._bounded(self.fs.ls(where, ctx))
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+        self._check(where, ctx)
+        result = await self._bounded(self.fs.ls(where, ctx))
         if result.error is not None:
             if result.error.code in (FsErrorCode.FILE_NOT_FOUND, FsErrorCode.NOT_A_DIRECTORY):
                 return f"Empty or not a directory: {where}"
-            return _error(result.error)
+            raise _refusal(result.error)
         entries = [e for e in result.entries if not self._hidden(e.path, ctx)]
         if not entries:
             return f"Empty or not a directory: {where}"
         rows = [f"[DIR]  {e.path}" if e.is_dir else f"[FILE] {_size(e)}" for e in entries]
         return _capped(rows, "entries")
 
+    @_answers
     async def execute(
         self,
         command: str,
@@ -496,30 +510,29 @@ class FilesystemTools:
         """
         fs = self.fs
         if not isinstance(fs, ShellFilesystem):
-            return "Error: this filesystem cannot run commands"
+            raise _Refused("this filesystem cannot run commands")
         if not command.strip():
-            return "Error: command is empty; give a shell command to run"
+            raise _Refused("command is empty; give a shell command to run")
         if timeout is not None and not timeout > 0:
-            return f"Error: timeout must be a positive number of seconds, got {timeout}"
+            raise _Refused(f"timeout must be a positive number of seconds, got {timeout}")
         directory: str | None = None
         if working_directory is not None and working_directory.strip():
             directory = working_directory.strip()
             if directory.startswith(("/", "\\")):
-                return (
-                    f"Error: working_directory {working_directory!r} is an absolute path; give "
+                raise _Refused(
+                    f"working_directory {working_directory!r} is an absolute path; give "
                     "a directory relative to the workspace"
                 )
-            if (problem := self._check(directory, ctx)) is not None:
-                return problem.replace("Error: ", "Error: working_directory: ", 1)
-        try:
-            if directory is not None and not await fs.exists(directory, ctx):
-                return (
-                    f"Error: working_directory {working_directory!r} does not exist in the "
-                    "workspace; create it first or leave working_directory out"
-                )
-            result = await fs.execute(command, timeout, directory, ctx)
-        except (HarnessError, OSError, ValueError) as exc:
-            return f"Error: {exc}"
+            try:
+                self._check(directory, ctx)
+            except _Refused as refused:
+                raise _Refused(f"working_directory: {refused}") from None
+        if directory is not None and not await fs.exists(directory, ctx):
+            raise _Refused(
+                f"working_directory {working_directory!r} does not exist in the "
+                "workspace; create it first or leave working_directory out"
+            )
+        result = await fs.execute(command, timeout, directory, ctx)
         parts = [f"Exit code: {result.exit_code}"]
         output = result.output.rstrip("\n")
         if output.strip():

@@ -1,6 +1,7 @@
 """The workspace: its layout, its path policy, and the manager that reads and writes it."""
 
 from harness.layout import (
+    AGENT_FILES_DIR,
     AGENTS_DIR,
     AGENTS_MD,
     CHILDREN_DIR,
@@ -14,7 +15,9 @@ from harness.layout import (
     TASKS_DIR,
     TRACES_DIR,
     USERS_DIR,
+    agent_files_dir,
     safe_segment,
+    saved_sessions_dir,
     session_dir,
     shared_with_users,
     user_from_segment,
@@ -36,6 +39,7 @@ from harness.workspace.skeleton import init_workspace
 __all__ = [
     "AGENTS_DIR",
     "AGENTS_MD",
+    "AGENT_FILES_DIR",
     "CHILDREN_DIR",
     "KNOWLEDGE_DIR",
     "KNOWLEDGE_MD",
@@ -51,6 +55,7 @@ __all__ = [
     "FileInfo",
     "FileText",
     "WorkspaceManager",
+    "agent_files_dir",
     "atomic_write",
     "file_lock",
     "init_workspace",
@@ -58,6 +63,7 @@ __all__ = [
     "normalize",
     "resolve_inside",
     "safe_segment",
+    "saved_sessions_dir",
     "scoped",
     "session_dir",
     "shared_with_users",
