@@ -23,11 +23,13 @@ from harness.errors import (
 )
 from harness.kernel import Hook, Msg
 from harness.memory import MemoryConfig
+from harness.options import AgentOptions
 from harness.subagents import SubagentFactory, SubagentsConfig, SubagentSpec
 from harness.workspace.context import WorkspaceContextConfig
 
 __all__ = [
     "AgentInterrupted",
+    "AgentOptions",
     "CompactionConfig",
     "ConfigError",
     "ContextOverflowError",

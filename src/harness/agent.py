@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -65,12 +66,12 @@ from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.observability import record
+from harness.options import DEFAULT_AGENT_NAME, AgentOptions
 from harness.session import CompactionLog, SessionStore
 from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
-    ChildSettings,
     Declaration,
     SubagentCatalog,
     SubagentsConfig,
@@ -88,8 +89,6 @@ logger = logging.getLogger(__name__)
 FlushObserver = Callable[[RuntimeContext, FlushResult, float], Awaitable[object]]
 """Told of a memory flush: the call's context, what the flush did, and its seconds."""
 
-DEFAULT_AGENT_NAME: Final = "harness"
-
 WORKSPACE_ENV: Final = "HARNESS_WORKSPACE"
 
 
@@ -102,6 +101,9 @@ def _remote(store: BaseStore | None) -> AbstractFilesystem | None:
     return RemoteFilesystem(store)
 
 
+_OPTION_NAMES: Final = frozenset(field.name for field in dataclasses.fields(AgentOptions))
+
+
 def default_workspace() -> Path:
     """``$HARNESS_WORKSPACE``, or ``./.harness/workspace``."""
     return Path(os.environ.get(WORKSPACE_ENV) or Path.cwd() / ".harness" / "workspace")
@@ -110,59 +112,11 @@ def default_workspace() -> Path:
 class HarnessAgent:
     """An agent with a workspace, persistent sessions and the harness hook chain.
 
-    Args:
-        model: A :class:`ChatModel`, or a model spec such as ``"openai:gpt-4o-mini"``
-            (the agent then owns the model and closes it in :meth:`aclose`).
-        name: The agent's name; it also names its directory under ``agents/``.
-        workspace: The workspace directory; default ``$HARNESS_WORKSPACE`` or
-            ``./.harness/workspace``.
-        sys_prompt: The base system prompt; the workspace section is appended to it.
-        tools: Functions (or a :class:`Toolkit`) the model may call.
-        hooks: Your own hooks (default priority 100).
-        max_iters: Reasoning steps per call.
-        workspace_context: What the workspace section holds; None leaves it out.
-        filesystem: Where the workspace's files live (:mod:`harness.filesystem`): the local
-            directory by default, a sandbox, a store shared by several workers, a composite.
-            Memory, sessions, transcripts, tool results and task records all go through it.
-        store: A key-value store shared by several workers (e.g. ``RedisStore(url)``): the
-            files live there (unless ``filesystem`` says otherwise) and so do the throttles of
-            consolidation and maintenance, so one worker at a time runs them.
-        filesystem_tools: Offer the model ``read_file``, ``write_file``, ``edit_file``,
-            ``grep_files``, ``glob_files``, ``list_files`` (and ``execute`` when the backend can
-            run commands) in the caller's namespace.
-        skills: List the workspace's ``skills/<name>/SKILL.md`` in the prompt (names and
-            descriptions) and offer ``load_skill``.
-        mcp_servers: MCP servers whose tools join the toolkit as ``<server>__<tool>``; they
-            start at the first call (the ``mcp`` extra is needed only when there are some).
-        mcp_config: A ``tools.json`` file on this machine listing more MCP servers; it must
-            lie outside the workspace, whose files the agent can write (a ``tools.json`` in
-            the workspace is not read: ``docs/security.md``).
-        memory: Long-term memory (flush, transcripts, search index, memory tools); None turns
-            it off.
-        memory_model: The model (or spec) that extracts and consolidates memories; the agent's
-            model by default.
-        tool_result_eviction: Move tool results too large for the context (over 80,000
-            characters by default) to files under ``large_tool_results/`` and keep a placeholder
-            with their head and tail; the agent gets ``read_file`` to read them back in pieces.
-            None keeps every result in the conversation.
-        compaction: Summarize long history before it fills the context window, and recover
-            from a context overflow by compacting and retrying once; None turns it off.
-        compaction_model: The model (or spec) that writes summaries; the agent's by default.
-        subagents: Delegation to subagents (the built-in ``general-purpose`` one, those of
-            ``subagents/*.md``, and yours: a :class:`SubagentsConfig` or a list of
-            declarations) with durable background tasks; None turns it off.
-        trace: Log every event on the ``harness.trace`` logger and keep a per-session trace,
-            ``agents/<agent>/traces/<session>.jsonl`` (read it with ``harness trace``): calls,
-            reasoning steps with tokens and latency, tool calls, compactions, evictions, memory
-            flushes and background tasks.
-        otel: Also emit OpenTelemetry spans following the GenAI semantic conventions, to the
-            global tracer provider (the ``otel`` extra).
-        session_wait: How long a call waits for its session while another call, in this
-            process or another worker, is using it; then it raises :class:`~harness.SessionBusy`.
-            One call at a time per session (:mod:`harness.session.lease`).
-        session_leases: How calls on one session exclude each other; by default an ``flock``
-            beside a local workspace, a lease record in ``store`` (30 s expiry) for a shared
-            one (``StoreLeases(store, ttl=...)`` to choose the expiry).
+    Every keyword is a field of :class:`~harness.AgentOptions`, which documents it (and
+    ``docs/configuration.md``); :meth:`from_options` builds an agent from such a value, and
+    :attr:`options` is the one the agent runs with. A model given as a spec (such as
+    ``"openai:gpt-4o-mini"``) is built and owned by the agent, which closes it in
+    :meth:`aclose`.
     """
 
     def __init__(
@@ -179,6 +133,7 @@ class HarnessAgent:
         filesystem: AbstractFilesystem | None = None,
         store: BaseStore | None = None,
         filesystem_tools: bool = True,
+        allowed_tools: Iterable[str] | None = None,
         memory: MemoryConfig | None = DEFAULT_MEMORY,
         memory_model: ChatModel | str | None = None,
         tool_result_eviction: ToolResultEvictionConfig | None = DEFAULT_TOOL_RESULT_EVICTION,
@@ -193,78 +148,95 @@ class HarnessAgent:
         session_wait: float = DEFAULT_SESSION_WAIT,
         session_leases: SessionLeases | None = None,
     ) -> None:
-        safe_segment(name)  # rejects an empty name early
-        self.name = name
+        # The keywords are the options' fields, so the value is made from the arguments as
+        # they came (tests/unit/test_options.py holds the signature and the fields equal).
+        given = {key: value for key, value in locals().items() if key in _OPTION_NAMES}
+        options = AgentOptions(**given)
+        safe_segment(options.name)  # rejects an empty name early
+        self.name = name = options.name
         # Models built here from a spec are the agent's to close.
         self._owned: list[ChatModel] = []
-        self.model = self._model(model)
+        self.model = self._model(options.model)
         self.workspace = (
-            workspace
-            if isinstance(workspace, WorkspaceManager)
-            else WorkspaceManager(workspace or default_workspace(), filesystem or _remote(store))
+            options.workspace
+            if isinstance(options.workspace, WorkspaceManager)
+            else WorkspaceManager(
+                options.workspace or default_workspace(),
+                options.filesystem or _remote(options.store),
+            )
         )
         self.sessions = SessionStore(self.workspace, name)
-        self.leases = session_leases or leases_for(self.workspace, store)
-        self.session_wait = session_wait
+        self.leases = options.session_leases or leases_for(self.workspace, options.store)
+        self.session_wait = options.session_wait
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
+        tools = options.tools
         toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
-        user_tools, user_hooks = tuple(toolkit.tools), tuple(hooks)
+        user_tools, user_hooks = tuple(toolkit.tools), tuple(options.hooks)
+        allowed = options.allowed_tools
         self.compactions = CompactionLog(self.workspace, name)
-        self.mcp = MCPHook(mcp_servers, config_file=mcp_config, workspace=self.workspace)
-        memory_llm = self._model(memory_model) if memory_model is not None else self.model
-        summarizer = self._model(compaction_model) if compaction_model else self.model
+        self.mcp = MCPHook(
+            options.mcp_servers,
+            config_file=options.mcp_config,
+            workspace=self.workspace,
+            allowed=allowed,
+        )
+        memory = options.memory
+        memory_llm = (
+            self._model(options.memory_model) if options.memory_model is not None else self.model
+        )
+        summarizer = (
+            self._model(options.compaction_model) if options.compaction_model else self.model
+        )
+        # The options as this agent runs them: what it built in place of specs and defaults,
+        # so an agent made from them (a subagent, a sibling) shares those objects.
+        self.options = dataclasses.replace(
+            options,
+            model=self.model,
+            workspace=self.workspace,
+            tools=user_tools,
+            memory_model=memory_llm,
+            compaction_model=summarizer,
+            session_leases=self.leases,
+        )
         transcript = TranscriptWriter(self.workspace, name)
         flush = (
             MemoryFlushManager(self.workspace, memory_llm, agent=name)
             if memory is not None
             else None
         )
-        settings = ChildSettings(
-            model=self.model,
-            workspace=self.workspace,
-            tools=user_tools,
-            hooks=user_hooks,
-            max_iters=max_iters,
-            memory=memory,
-            memory_model=memory_llm,
-            compaction=compaction,
-            compaction_model=summarizer,
-            tool_result_eviction=tool_result_eviction,
-            workspace_context=workspace_context,
-            trace=trace,
-            make_agent=HarnessAgent,
-        )
+        trace = options.trace
+        eviction = options.tool_result_eviction
         # What the capabilities below set when they are on.
         self.maintenance: MemoryMaintenance | None = None
         # Told of every memory flush once it has run, in the background after its call (the
         # trace, when on, records it too); `harness serve` reports a turn's flush this way.
         self.flush_observers: list[FlushObserver] = []
-        self.compaction = compaction
+        self.compaction = options.compaction
         self.compactor: ConversationCompactor | None = None
         self.tasks: TaskRepository | None = None
         self.subagents: SubagentsHook | None = None  # holds the subagent tools, for direct use
         # One line per capability. The chain runs hooks by their own priority (each hook's
         # module says why it is what it is); this order breaks ties and orders the tools.
         chain: list[Hook] = [
-            *self._tracing(trace, otel=otel),
+            *self._tracing(trace, otel=options.otel),
             self.mcp,
             *self._memory(
                 memory,
                 memory_llm,
                 flush,
                 transcript,
-                store,
-                tool_result_eviction,
+                options.store,
+                eviction,
                 toolkit,
                 trace=trace,
             ),
-            *self._compacting(compaction, summarizer, flush, transcript),
-            *self._file_tools(toolkit, filesystem_tools, tool_result_eviction),
+            *self._compacting(options.compaction, summarizer, flush, transcript),
+            *self._file_tools(toolkit, options.filesystem_tools, eviction),
             *self._sandbox(),
-            *self._delegation(subagents, settings, trace=trace),
-            *self._skills(skills),
+            *self._delegation(options.subagents, trace=trace),
+            *self._skills(options.skills and (allowed is None or "load_skill" in allowed)),
             *user_hooks,
-            *self._workspace_context(workspace_context, memory),
+            *self._workspace_context(options.workspace_context, memory),
             SessionPersistenceHook(self.sessions),
         ]
         # The hooks built here, closed with the agent; the caller's own hooks stay the caller's.
@@ -273,15 +245,28 @@ class HarnessAgent:
         self.delegate = ReActAgent(
             name=name,
             model=self.model,
-            sys_prompt=sys_prompt,
+            sys_prompt=options.sys_prompt,
             toolkit=toolkit,
             hooks=chain,
-            max_iters=max_iters,
+            max_iters=options.max_iters,
         )
+        if allowed is not None:  # after the hooks added theirs; the MCP hook filters its own
+            for tool_name in self.delegate.toolkit.names:
+                if tool_name not in allowed:
+                    self.delegate.toolkit.remove(tool_name)
         self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
         self._checked = False
+
+    @classmethod
+    def from_options(cls, options: AgentOptions) -> Self:
+        """The agent ``options`` describe: the same as passing their fields as keywords.
+
+        Given another agent's :attr:`options`, the new agent shares that agent's models,
+        workspace and leases (the agent that built a model from a spec still owns it).
+        """
+        return cls(**{name: getattr(options, name) for name in _OPTION_NAMES})
 
     async def call(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
@@ -466,7 +451,6 @@ class HarnessAgent:
     def _delegation(
         self,
         subagents: SubagentsConfig | Sequence[Declaration] | None,
-        settings: ChildSettings,
         *,
         trace: bool,
     ) -> list[Hook]:
@@ -478,13 +462,14 @@ class HarnessAgent:
             if isinstance(subagents, SubagentsConfig)
             else SubagentsConfig(declarations=tuple(subagents))
         )
+        max_iters = self.options.max_iters
         catalog = SubagentCatalog(
             self.workspace,
             config.declarations,
-            general_purpose=general_purpose(settings.max_iters) if config.general_purpose else None,
+            general_purpose=general_purpose(max_iters) if config.general_purpose else None,
             refresh_seconds=config.refresh_seconds,
             allowed_models=config.allowed_models,
-            max_declared_iters=settings.max_iters,
+            max_declared_iters=max_iters,
         )
         self.tasks = TaskRepository(
             self.workspace,
@@ -494,8 +479,16 @@ class HarnessAgent:
             stale_after_seconds=config.stale_after_seconds,
             on_finish=self._trace_task if trace else None,
         )
+        # A child is made from these options (harness.options.child_options), and built as a
+        # HarnessAgent passed down, so the subagents package never imports this module.
         spawning = SubagentTools(
-            agent=self.name, catalog=catalog, settings=settings, tasks=self.tasks, config=config
+            agent=self.name,
+            catalog=catalog,
+            workspace=self.workspace,
+            options=self.options,
+            make_agent=HarnessAgent.from_options,
+            tasks=self.tasks,
+            config=config,
         )
         self.subagents = SubagentsHook(
             catalog,

@@ -189,3 +189,26 @@ async def test_a_missing_operator_file_is_a_config_error_naming_it(workspace: Pa
 async def test_a_hook_without_a_toolkit_says_so() -> None:
     with pytest.raises(RuntimeError, match="register it with an agent, or give toolkit="):
         await MCPHook([]).start()
+
+
+async def test_allowed_tools_keeps_the_other_mcp_tools_out_and_unused_servers_off(
+    workspace: Path,
+) -> None:
+    model = ScriptedChatModel([{"text": "ok", "repeat": True}])
+    names = ToolNames()
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        hooks=[names],
+        mcp_servers=[stdio_server("calc"), stdio_server("idle")],
+        allowed_tools=["calc__add"],
+    )
+    try:
+        await agent.call("hi", ctx=RuntimeContext(session_id="s"))
+        assert agent.mcp.toolset is not None
+        started = {connection.name for connection in agent.mcp.toolset.connections}
+    finally:
+        await agent.aclose()
+    assert names.seen[0] == ["calc__add"]
+    assert started == {"calc"}  # none of idle's tools is allowed: it never ran

@@ -83,6 +83,7 @@ LAYERS = (
     ("session", "skills", "observability", "mcp", "memory"),
     ("compaction",),
     ("subagents",),
+    ("options",),
     ("tools",),
     ("hooks",),
     ("agent",),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -52,6 +52,8 @@ class MCPHook(Hook):
             ``tools.json`` left at its root is reported as not read.
         toolkit: The toolkit to register the tools in; by default that of the agent the hook
             is registered with (see :meth:`attach`), which is built after its hooks.
+        allowed: Register only the tools of these names (``<server>__<tool>``), as the
+            agent's ``allowed_tools`` says; None registers every tool the servers offer.
     """
 
     priority = 1
@@ -64,8 +66,10 @@ class MCPHook(Hook):
         config_file: str | Path | None = None,
         workspace: WorkspaceManager | None = None,
         toolkit: Toolkit | None = None,
+        allowed: Iterable[str] | None = None,
     ) -> None:
         self.servers = tuple(servers)
+        self.allowed = frozenset(allowed) if allowed is not None else None
         MCPToolset(self.servers)  # duplicate names fail here, at construction
         self.config_file = _outside(Path(config_file), workspace) if config_file else None
         self.workspace = workspace
@@ -114,9 +118,13 @@ class MCPHook(Hook):
                     "path as mcp_config= (harness --mcp-config FILE)",
                     TOOLS_FILE,
                 )
+            if self.allowed is not None:  # a server none of whose tools is allowed stays off
+                servers = [s for s in servers if any(_served_by(s, n) for n in self.allowed)]
             toolset = MCPToolset(servers)
             tools = await toolset.start()
             for tool in tools:
+                if self.allowed is not None and tool.name not in self.allowed:
+                    continue
                 if tool.name in toolkit:
                     logger.warning(
                         "MCP tool %r is left out: the agent already has a tool of that name",
@@ -139,6 +147,11 @@ class MCPHook(Hook):
             self.registered = []
             if toolset is not None:
                 await toolset.aclose()
+
+
+def _served_by(server: MCPServerConfig, tool: str) -> bool:
+    """Whether ``tool`` names a tool of ``server`` (``<server>__<tool>``)."""
+    return tool.startswith(server.tool_name(""))
 
 
 def _outside(path: Path, workspace: WorkspaceManager | None) -> Path:

@@ -3,9 +3,7 @@
 from harness.subagents.children import (
     SPAWN_DEPTH_KEY,
     SUBAGENT_CONTEXT,
-    ChildSettings,
     SubagentAgent,
-    build_child,
     close_child,
     spawn_depth,
 )
@@ -29,7 +27,6 @@ __all__ = [
     "SPAWN_DEPTH_KEY",
     "SUBAGENT_CONTEXT",
     "WORKER_LOST",
-    "ChildSettings",
     "Declaration",
     "SubagentAgent",
     "SubagentCatalog",
@@ -39,7 +36,6 @@ __all__ = [
     "TaskRecord",
     "TaskRepository",
     "TaskStatus",
-    "build_child",
     "close_child",
     "general_purpose",
     "parse_declaration",

@@ -42,7 +42,7 @@ from harness.workspace import SUBAGENTS_DIR, WorkspaceManager
 from harness.workspace.frontmatter import FrontMatterError, parse_front_matter, string_list
 
 if TYPE_CHECKING:
-    from harness.subagents.children import ChildSettings, SubagentAgent
+    from harness.subagents.children import SubagentAgent
 
 __all__ = [
     "DEFAULT_SUBAGENT_MAX_ITERS",
@@ -136,17 +136,20 @@ class SubagentSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class SubagentFactory:
-    """A subagent built by your own function from what the parent passes down.
+    """A subagent built by your own function from the options its parent passes down.
 
-    ``build`` receives the :class:`~harness.subagents.ChildSettings` (model, workspace, hooks,
-    memory and compaction configuration...) and returns any agent with
-    ``async call(text, *, ctx) -> Msg``: a :class:`~harness.HarnessAgent`, a
-    :class:`~harness.kernel.ReActAgent`, or your own.
+    ``build`` receives the child's :class:`~harness.AgentOptions`: the parent's options as it
+    runs them (its model, workspace, tools, hooks, memory and compaction settings...), with
+    this declaration's name, the subagent context as the prompt and no subagents
+    (``docs/subagents.md``, "What a child inherits"). It returns any agent with
+    ``async call(text, *, ctx) -> Msg``: ``HarnessAgent.from_options(replace(options, ...))``,
+    a :class:`~harness.kernel.ReActAgent`, or your own. (The argument is typed ``Any`` here
+    because the options module builds on this one; annotate yours with ``AgentOptions``.)
     """
 
     name: str
     description: str
-    build: Callable[[ChildSettings], SubagentAgent]
+    build: Callable[[Any], SubagentAgent]
     source: str = PYTHON_SOURCE
 
     def __post_init__(self) -> None:

@@ -23,24 +23,19 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import HarnessError
-from harness.subagents.children import (
-    SPAWN_DEPTH_KEY,
-    ChildSettings,
-    SubagentAgent,
-    build_child,
-    close_child,
-    spawn_depth,
-)
+from harness.mcp.config import TOOL_SEPARATOR
+from harness.options import AgentOptions, child_options
+from harness.subagents.children import SPAWN_DEPTH_KEY, SubagentAgent, close_child, spawn_depth
 from harness.subagents.config import SubagentsConfig
-from harness.subagents.declarations import SubagentCatalog
+from harness.subagents.declarations import Declaration, SubagentCatalog, SubagentFactory
 from harness.subagents.tasks import TaskRepository
-from harness.workspace import AGENTS_DIR, CHILDREN_DIR, safe_segment
+from harness.workspace import AGENTS_DIR, CHILDREN_DIR, WorkspaceManager, safe_segment
 
-__all__ = ["SubagentTools", "accepted_block"]
+__all__ = ["SubagentTools", "accepted_block", "build_child"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +65,42 @@ class _Registry:
             self.by_label.setdefault(child.label.lower(), child.key)
 
 
+def build_child(
+    declaration: Declaration,
+    parent: AgentOptions,
+    make_agent: Callable[[AgentOptions], Any],
+) -> SubagentAgent:
+    """Build the agent a declaration describes, from its parent's options.
+
+    ``make_agent`` builds an agent from options (``HarnessAgent.from_options``: the parent
+    passes it, so nothing here imports the agent module). A :class:`SubagentFactory` builds
+    its own child from the same options.
+
+    Raises:
+        ConfigError: The declaration's model spec is malformed or its provider is missing.
+    """
+    options = child_options(parent, declaration)
+    if isinstance(declaration, SubagentFactory):
+        return declaration.build(options)
+    child = make_agent(options)
+    if declaration.tools is not None:
+        names = set(child.delegate.toolkit.names)
+        mcp = bool(options.mcp_servers) or options.mcp_config is not None
+        unknown = sorted(
+            name
+            for name in set(declaration.tools) - names
+            if not (mcp and TOOL_SEPARATOR in name)  # an MCP server's: registered at its start
+        )
+        if unknown:
+            logger.warning(
+                "subagent %r (%s) allows tools it does not have: %s",
+                declaration.name,
+                declaration.source,
+                ", ".join(unknown),
+            )
+    return cast(SubagentAgent, child)
+
+
 def accepted_block(task_id: str) -> str:
     """What the model is told when a task is accepted to run in the background."""
     return (
@@ -95,13 +126,17 @@ class SubagentTools:
         *,
         agent: str,
         catalog: SubagentCatalog,
-        settings: ChildSettings,
+        workspace: WorkspaceManager,
+        options: AgentOptions,
+        make_agent: Callable[[AgentOptions], Any],
         tasks: TaskRepository,
         config: SubagentsConfig,
     ) -> None:
         self.directory = f"{AGENTS_DIR}/{safe_segment(agent)}/{CHILDREN_DIR}"
         self.catalog = catalog
-        self.settings = settings
+        self.workspace = workspace
+        self.options = options
+        self.make_agent = make_agent
         self.tasks = tasks
         self.config = config
         self._registries: dict[tuple[str | None, str | None], _Registry] = {}
@@ -145,7 +180,7 @@ class SubagentTools:
         if label is not None and label.lower() in registry.by_label:
             return f"Error: Label already in use: {label}"
         try:
-            agent = build_child(declaration, self.settings)
+            agent = build_child(declaration, self.options, self.make_agent)
         except HarnessError as exc:
             return f"Error: could not start subagent {declaration.name!r}: {exc}"
         suffix = uuid.uuid4().hex[:16]
@@ -157,7 +192,7 @@ class SubagentTools:
             session_id=f"sub-{suffix}",
         )
         try:
-            await self.settings.workspace.update_text(
+            await self.workspace.update_text(
                 self._path(ctx), lambda text: _with_child(text, child), ctx.user_id
             )
         except BaseException:
@@ -247,7 +282,7 @@ class SubagentTools:
             if registry is None:
                 registry = self._registries[key] = _Registry({}, {}, {})
             path = self._path(ctx)
-            for child in _children(await self.settings.workspace.read_own(path, ctx.user_id), path):
+            for child in _children(await self.workspace.read_own(path, ctx.user_id), path):
                 registry.add(child)
         return registry
 
@@ -264,7 +299,8 @@ class SubagentTools:
             if declaration is None:
                 msg = f"its subagent {child.agent_id!r} is no longer declared; spawn another one"
                 raise HarnessError(msg)
-            agent = registry.agents[child.key] = build_child(declaration, self.settings)
+            agent = build_child(declaration, self.options, self.make_agent)
+            registry.agents[child.key] = agent
         return agent
 
     async def _run(

@@ -6,28 +6,35 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import CompactionConfig, HarnessAgent, Hook, MemoryConfig, Msg, RuntimeContext
+from harness import (
+    AgentOptions,
+    CompactionConfig,
+    HarnessAgent,
+    Hook,
+    MemoryConfig,
+    Msg,
+    RuntimeContext,
+)
 from harness.compaction import ToolResultEvictionConfig
 from harness.kernel import Event, TextBlock
 from harness.memory.index import MemoryIndex
 from harness.models import ScriptedChatModel
 from harness.subagents import (
     SUBAGENT_CONTEXT,
-    ChildSettings,
     Declaration,
     SubagentAgent,
     SubagentFactory,
     SubagentsConfig,
     SubagentSpec,
-    build_child,
 )
 from harness.tools import subagents as subagent_tools
+from harness.tools.subagents import build_child
 from harness.workspace import WorkspaceManager
 
 FLUSH = "Extract NEW memories"
@@ -69,7 +76,7 @@ class Recorder(Hook):
 @dataclass
 class Built:
     declaration: Declaration
-    settings: ChildSettings
+    options: AgentOptions
     child: SubagentAgent
     new_threads: int
     new_indexes: int
@@ -86,13 +93,15 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[Built]:
         indexes.append(self)
         original_init(self, *args, **kwargs)
 
-    def recording(declaration: Declaration, settings: ChildSettings) -> SubagentAgent:
+    def recording(
+        declaration: Declaration, options: AgentOptions, make_agent: Any
+    ) -> SubagentAgent:
         threads, before = threading.active_count(), len(indexes)
-        child = build_child(declaration, settings)
+        child = build_child(declaration, options, make_agent)
         records.append(
             Built(
                 declaration,
-                settings,
+                options,
                 child,
                 new_threads=threading.active_count() - threads,
                 new_indexes=len(indexes) - before,
@@ -131,24 +140,23 @@ def spawn_result(parent_model: ScriptedChatModel) -> str:
     return parent_model.requests[-1][-1].tool_results[0].text
 
 
-def settings(workspace: Path, **changes: Any) -> ChildSettings:
+def options(workspace: Path, **changes: Any) -> AgentOptions:
+    """A parent's options: the helpers' quiet defaults, with ``changes``."""
     values: dict[str, Any] = {
         "model": ScriptedChatModel([]),
         "workspace": WorkspaceManager(workspace),
-        "tools": (),
-        "hooks": (),
         "max_iters": 5,
         "memory": None,
-        "memory_model": None,
-        "compaction": None,
-        "compaction_model": None,
         "tool_result_eviction": None,
         "workspace_context": None,
         "trace": False,
-        "make_agent": HarnessAgent,
     }
     values.update(changes)
-    return ChildSettings(**values)
+    return AgentOptions(**values)
+
+
+def child_of(declaration: Declaration, parent: AgentOptions) -> SubagentAgent:
+    return build_child(declaration, parent, HarnessAgent.from_options)
 
 
 def system_text(request: Sequence[Msg]) -> str:
@@ -166,7 +174,7 @@ async def test_a_child_is_a_leaf_whose_prompt_is_the_spec_body_and_the_subagent_
     spec = SubagentSpec(
         name="helper", description="Helps.", sys_prompt="You are HELPER-PROMPT.", max_iters=3
     )
-    child = build_child(spec, settings(workspace, model=model, tools=(whoami,)))
+    child = child_of(spec, options(workspace, model=model, tools=(whoami,)))
     assert isinstance(child, HarnessAgent)
     try:
         assert child.name == "helper"
@@ -187,8 +195,8 @@ async def test_a_child_is_a_leaf_whose_prompt_is_the_spec_body_and_the_subagent_
 
 async def test_a_child_without_a_prompt_gets_the_subagent_context_alone(workspace: Path) -> None:
     model = child_model()
-    child = build_child(
-        SubagentSpec(name="bare", description="Bare."), settings(workspace, model=model)
+    child = child_of(
+        SubagentSpec(name="bare", description="Bare."), options(workspace, model=model)
     )
     assert isinstance(child, HarnessAgent)
     async with child:
@@ -203,9 +211,9 @@ async def test_the_tools_allow_list_keeps_only_the_listed_tools(
         name="narrow", description="Narrow.", tools=("shout", "read_file", "web_search", "nope")
     )
     with caplog.at_level(logging.WARNING, logger="harness.subagents"):
-        child = build_child(
+        child = child_of(
             spec,
-            settings(
+            options(
                 workspace,
                 tools=(whoami, shout),
                 memory=QUIET,
@@ -224,7 +232,7 @@ async def test_the_tools_allow_list_keeps_only_the_listed_tools(
 
 async def test_an_empty_allow_list_leaves_no_tools(workspace: Path) -> None:
     spec = SubagentSpec(name="none", description="No tools.", tools=())
-    child = build_child(spec, settings(workspace, tools=(whoami,), memory=QUIET))
+    child = child_of(spec, options(workspace, tools=(whoami,), memory=QUIET))
     assert isinstance(child, HarnessAgent)
     async with child:
         assert child.delegate.toolkit.names == []
@@ -232,9 +240,9 @@ async def test_an_empty_allow_list_leaves_no_tools(workspace: Path) -> None:
 
 async def test_an_allow_list_does_not_change_the_parents_tools(workspace: Path) -> None:
     spec = SubagentSpec(name="narrow", description="Narrow.", tools=("shout",))
-    shared = settings(workspace, tools=(whoami, shout), memory=QUIET)
-    child = build_child(spec, shared)
-    sibling = build_child(SubagentSpec(name="wide", description="Wide."), shared)
+    shared = options(workspace, tools=(whoami, shout), memory=QUIET)
+    child = child_of(spec, shared)
+    sibling = child_of(SubagentSpec(name="wide", description="Wide."), shared)
     assert isinstance(child, HarnessAgent)
     assert isinstance(sibling, HarnessAgent)
     async with child, sibling:
@@ -242,20 +250,20 @@ async def test_an_allow_list_does_not_change_the_parents_tools(workspace: Path) 
         assert {"whoami", "shout", "memory_search"} <= set(sibling.delegate.toolkit.names)
 
 
-async def test_a_factory_builds_the_child_from_the_settings(workspace: Path) -> None:
-    received: list[ChildSettings] = []
+async def test_a_factory_builds_the_child_from_the_parents_options(workspace: Path) -> None:
+    received: list[AgentOptions] = []
 
     class Echo:
         async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
             return Msg(role="assistant", name="echo", content=[TextBlock(text=f"echo {msgs}")])
 
-    def build(given: ChildSettings) -> SubagentAgent:
+    def build(given: AgentOptions) -> SubagentAgent:
         received.append(given)
         return Echo()
 
-    given = settings(workspace)
-    child = build_child(SubagentFactory(name="echo", description="Echoes.", build=build), given)
-    assert received == [given]
+    parent = options(workspace)
+    child = child_of(SubagentFactory(name="echo", description="Echoes.", build=build), parent)
+    assert received == [replace(parent, name="echo", sys_prompt=SUBAGENT_CONTEXT, subagents=None)]
     assert (await child.call("hi", ctx=RuntimeContext())).text == "echo hi"
 
 
@@ -352,8 +360,8 @@ async def test_a_child_whose_model_cannot_be_built_is_reported_to_the_parent(
     assert "OPENAI_API_KEY" in spawn_result(parent_model)
 
 
-async def test_a_factory_receives_the_parents_settings(workspace: Path) -> None:
-    received: list[ChildSettings] = []
+async def test_a_factory_receives_the_parents_options(workspace: Path) -> None:
+    received: list[AgentOptions] = []
     recorder = Recorder()
     memory = MemoryConfig(flush=False, auto_consolidate=False, offload=False)
     compaction = CompactionConfig()
@@ -365,7 +373,7 @@ async def test_a_factory_receives_the_parents_settings(workspace: Path) -> None:
         async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
             return Msg(role="assistant", name="fixed", content=[TextBlock(text="fixed reply")])
 
-    def build(given: ChildSettings) -> SubagentAgent:
+    def build(given: AgentOptions) -> SubagentAgent:
         received.append(given)
         return Fixed()
 
@@ -389,9 +397,12 @@ async def test_a_factory_receives_the_parents_settings(workspace: Path) -> None:
         [given] = received
         assert given.model is parent.model
         assert given.workspace is parent.workspace
+        assert isinstance(given.tools, tuple)
         assert [tool.name for tool in given.tools] == ["whoami"]  # the user's tools only
-        assert len(given.hooks) == 1
-        assert given.hooks[0] is recorder
+        assert given.hooks == (recorder,)
+        assert given.name == "custom"
+        assert given.sys_prompt == SUBAGENT_CONTEXT
+        assert given.subagents is None
         assert given.max_iters == 4
         assert given.memory is memory
         assert given.memory_model is memory_model

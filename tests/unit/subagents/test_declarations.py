@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness import HarnessAgent
+from harness import AgentOptions, HarnessAgent
 from harness.errors import ConfigError
 from harness.models import ScriptedChatModel
 from harness.subagents import (
     DEFAULT_SUBAGENT_MAX_ITERS,
     GENERAL_PURPOSE,
-    ChildSettings,
     SubagentAgent,
     SubagentCatalog,
     SubagentFactory,
@@ -51,7 +50,7 @@ def catalog(workspace: Path, *declarations: SubagentSpec | SubagentFactory) -> S
     )
 
 
-def never_built(settings: ChildSettings) -> SubagentAgent:
+def never_built(options: AgentOptions) -> SubagentAgent:
     raise AssertionError("not built in these tests")
 
 

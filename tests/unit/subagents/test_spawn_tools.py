@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 from _children import Child, factory
 
-from harness import HarnessAgent, RuntimeContext
+from harness import AgentOptions, HarnessAgent, RuntimeContext
 from harness.errors import StorageError
 from harness.hooks import SubagentsHook
 from harness.models import ScriptedChatModel
 from harness.subagents import (
     SPAWN_DEPTH_KEY,
-    ChildSettings,
     SubagentFactory,
     SubagentsConfig,
     SubagentSpec,
@@ -41,7 +40,7 @@ class Builds:
         self.child = child
         self.count = 0
 
-    def __call__(self, settings: ChildSettings) -> Child:
+    def __call__(self, options: AgentOptions) -> Child:
         self.count += 1
         return self.child
 
@@ -549,7 +548,7 @@ async def test_a_child_that_cannot_be_registered_is_closed_and_the_error_raised(
         async def refused(*args: object, **kwargs: object) -> str:
             raise StorageError("the store is down")
 
-        spawning.settings.workspace.update_text = refused  # type: ignore[method-assign]
+        spawning.workspace.update_text = refused  # type: ignore[method-assign]
         with pytest.raises(StorageError, match="the store is down"):
             await spawning.agent_spawn("worker", ALICE, task="hi")
         assert await spawning.agent_list(ALICE) == "No active subagents."
