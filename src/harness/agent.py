@@ -291,10 +291,10 @@ class HarnessAgent:
     ) -> AsyncGenerator[StreamItem, None]:
         """Continue the context's session, yielding deltas and tool activity, then the reply.
 
-        The last item is a :class:`~harness.kernel.Reply`.
-        The session's messages and state are loaded under its lease and saved as the turn goes
-        (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the
-        step retried once when ``compaction`` is on (:mod:`harness.hooks.compaction`).
+        The last item is a :class:`~harness.kernel.Reply`. The session's messages and state
+        are loaded under its lease and saved as the turn goes
+        (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
+        tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
         ctx = self._bind(ctx)
         async with self._session_lock(ctx), self._lease(ctx):

@@ -98,7 +98,8 @@ class AgentOptions:
             with their head and tail; the agent gets ``read_file`` to read them back in pieces.
             None keeps every result in the conversation.
         compaction: Summarize long history before it fills the context window, and recover
-            from a context overflow by compacting and retrying once; None turns it off.
+            from a context overflow by compacting by force and trying the step again; None
+            turns it off.
         compaction_model: The model (or spec) that writes summaries; the agent's by default.
         subagents: Delegation to subagents (the built-in ``general-purpose`` one, those of
             ``subagents/*.md``, and yours: a :class:`SubagentsConfig` or a list of

@@ -219,3 +219,47 @@ async def test_an_overflow_compaction_cannot_shrink_is_raised_once_with_a_note(
         await agent.call("x" * (LIMIT + 10), ctx=ctx)  # one message: nothing to summarize
     assert any("compaction could not shrink" in note for note in raised.value.__notes__)
     assert len(model.requests) == 1  # not retried: compaction changed nothing
+
+
+class TinyWindow(SmallWindow):
+    """Refuses anything over TIGHT characters: a forced compaction's summary alone is too long."""
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        self.requests.append(list(messages))
+        size = sum(len(m.text) for m in messages)
+        if messages[-1].text.startswith("Summarize") or "<messages>" in messages[-1].text:
+            yield ChatResponse(content=[TextBlock(text="## SESSION INTENT\n" + "plan " * 600)])
+            return
+        if size > TIGHT:
+            raise ContextOverflowError(f"context_length_exceeded: {size} characters")
+        yield ChatResponse(content=[TextBlock(text="it fits now")])
+
+
+TIGHT = 3_600
+
+
+async def test_when_the_forced_summary_does_not_fit_it_is_made_tight(workspace: Path) -> None:
+    model = TinyWindow()
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        workspace_context=None,
+        compaction=CompactionConfig(),
+    )
+    ctx = RuntimeContext(session_id="s")
+    first = "My first request: " + "plan a long trip " * 60
+    await agent.sessions.save(ctx, [Msg(role="user", content=first), *history(8)])
+    reply = await agent.call("and now?", ctx=ctx)
+
+    assert reply.text == "it fits now"
+    saved = await agent.sessions.load(ctx)
+    summary = saved[0]
+    assert summary.name == SUMMARY_NAME
+    assert "<first_request>" not in summary.text  # dropped from the prompt...
+    assert "characters cut to fit the window" in summary.text
+    meta = summary.metadata["compaction"]
+    assert meta["first_request"].startswith("My first request")  # ...kept in the record
+    assert [m.text for m in saved].count("and now?") == 1

@@ -21,6 +21,7 @@ from harness.compaction.compactor import (
     safe_cut,
     summary_input,
     summary_message_text,
+    tightened,
 )
 from harness.compaction.config import (
     DEFAULT_MAX_SUMMARY_INPUT_TOKENS,
@@ -84,6 +85,7 @@ __all__ = [
     "should_truncate",
     "summary_input",
     "summary_message_text",
+    "tightened",
     "truncate_args",
     "truncate_message_args",
     "truncate_value",

@@ -30,6 +30,7 @@ __all__ = [
     "shrink_tail",
     "summary_input",
     "summary_message_text",
+    "tightened",
 ]
 
 SUMMARY_METADATA_KEY: Final = "compaction"
@@ -226,6 +227,9 @@ def extractive_summary(
     )
 
 
+_FIRST_REQUEST_HEAD: Final = "\n\nThe user's first request in this session, verbatim:\n"
+
+
 def summary_message_text(summary: str, *, transcript: str | None, request: str | None) -> str:
     """The text of the summary message: where the full history is, the summary, the request."""
     if transcript:
@@ -238,11 +242,33 @@ def summary_message_text(summary: str, *, transcript: str | None, request: str |
         head = "Here is a summary of the conversation to date:"
     text = f"{head}\n\n<summary>\n{summary}\n</summary>"
     if request:
-        text += (
-            "\n\nThe user's first request in this session, verbatim:\n"
-            f"<first_request>\n{request}\n</first_request>"
-        )
+        text += f"{_FIRST_REQUEST_HEAD}<first_request>\n{request}\n</first_request>"
     return text
+
+
+TIGHT_SUMMARY_CHARS: Final = 1_200
+"""What a summary keeps of its body when even the forced compaction did not fit the window."""
+
+
+def tightened(message: Msg) -> Msg | None:
+    """The summary message made tight; None when that would not make it shorter.
+
+    Tight: without its verbatim first request, which :func:`summary_message_text` puts last,
+    and with its body cut to :data:`TIGHT_SUMMARY_CHARS`. For a context overflow that a forced
+    compaction did not cure: a window so small that the summary does not fit beside the system
+    prompt and the last turn. The first request stays in the summary's metadata (later
+    summaries still quote it) and in the transcript.
+    """
+    text = message.text
+    quoted = text.rfind(_FIRST_REQUEST_HEAD)
+    if quoted != -1:
+        text = text[:quoted]
+    body = _summary_body(message)
+    if body in text:
+        text = text.replace(body, _head_tail(body, TIGHT_SUMMARY_CHARS, "cut to fit the window"))
+    if len(text) >= len(message.text):
+        return None
+    return message.model_copy(update={"content": [TextBlock(text=text)]})
 
 
 def shrink_tail(tail: list[Msg]) -> tuple[list[Msg], int]:

@@ -50,6 +50,7 @@ from harness.compaction._summary import (
     shrink_tail,
     summary_input,
     summary_message_text,
+    tightened,
 )
 from harness.compaction.config import CompactionConfig
 from harness.compaction.tokens import count_tokens, estimate_tokens
@@ -80,6 +81,7 @@ __all__ = [
     "safe_cut",
     "summary_input",
     "summary_message_text",
+    "tightened",
 ]
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,12 @@ session's :class:`~harness.session.CompactionLog` when the hook was given one.
 
 Overflow: when the provider still refuses a request as too long, the agent offers the hook a
 :class:`~harness.kernel.ContextOverflow`; the hook compacts the conversation by force (whatever
-the triggers say), announces it like any compaction and marks the overflow recovered, and the
-agent runs the step again, once. When compaction cannot shrink the conversation, the overflow
-is left unrecovered and the agent raises it.
+the triggers say: the summary and the last user turn are kept), announces it like any
+compaction and marks the overflow recovered, and the agent runs the step again. When even that
+overflows (a window so small that the summary does not fit beside the system prompt and the
+last turn), the second overflow makes the summary tight: without its verbatim first request,
+its body cut (:func:`~harness.compaction.tightened`). When nothing shrinks, the overflow is left
+unrecovered and the agent raises it.
 
 Failures: any error of compaction is logged and the step goes on uncompacted; the summarizer's
 own failure does not even get here (the compactor falls back to an extractive summary). An
@@ -48,6 +51,7 @@ from harness.compaction import (
     CompactionResult,
     ConversationCompactor,
     is_interruption,
+    tightened,
     truncate_args,
 )
 from harness.kernel import (
@@ -61,6 +65,7 @@ from harness.kernel import (
     PreReasoning,
     report,
 )
+from harness.memory.render import is_summary
 from harness.session import CompactionLog
 
 __all__ = ["CompactionHook", "rebuild_request"]
@@ -189,6 +194,9 @@ class CompactionHook(Hook):
         failure of compaction itself is logged, like at PreReasoning, and leaves it unrecovered.
         """
         memory = event.memory
+        if event.attempt > 0:
+            self._tighten(event)
+            return
         conversation = [m for m in memory if m.role != "system"]
         try:
             result = await self.compactor.compact(
@@ -210,6 +218,19 @@ class CompactionHook(Hook):
         memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
         event.recovered = True
         await self._post_compact(event, result)
+
+    @staticmethod
+    def _tighten(event: ContextOverflow) -> None:
+        """After a forced compaction still overflowed: the latest summary, made tight."""
+        memory = event.memory
+        where = next((i for i in reversed(range(len(memory))) if is_summary(memory[i])), None)
+        shorter = tightened(memory[where]) if where is not None else None
+        if where is None or shorter is None:
+            event.error.add_note("compaction could not shrink the conversation further")
+            return
+        memory[where] = shorter
+        event.recovered = True
+        logger.info("the summary of session %r was cut to fit the window", event.ctx.session_id)
 
     async def _post_compact(
         self, event: PreReasoning | ContextOverflow, result: CompactionResult

@@ -16,8 +16,9 @@ way whether or not anyone watches it stream.
 
 A context overflow (the provider refused a request as too long) is offered to the hooks as a
 :class:`~harness.kernel.ContextOverflow` event before anything of the step streamed; a hook that
-shrinks memory (compaction) marks it recovered and the step runs again, once, within the same
-call: the user's input is in memory once, and no step before it runs again.
+shrinks memory (compaction) marks it recovered and the step runs again, within the same call, at
+most ``MAX_RECOVERIES`` times: the user's input is in memory once, and no step before it runs
+again.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+MAX_RECOVERIES = 2
+"""Context overflows of one step the hooks may recover from before the overflow is raised."""
+
 DEFAULT_MAX_ITERS = 15
 """Reasoning steps per call before the agent is asked to answer without tools."""
 
@@ -92,10 +96,21 @@ class _Call:
     """One running call: what every step and every event of it shares."""
 
     id: str
+    agent: str
     ctx: RuntimeContext
     memory: list[Msg]
     state: SessionState
     emit: Emit | None
+
+    def about(self) -> dict[str, Any]:
+        """What every event of the call carries (:class:`~harness.kernel.Event`'s fields)."""
+        return {
+            "ctx": self.ctx,
+            "agent": self.agent,
+            "memory": self.memory,
+            "state": self.state,
+            "call_id": self.id,
+        }
 
 
 def new_call_id() -> str:
@@ -235,24 +250,13 @@ class ReActAgent:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
-        call = _Call(new_call_id(), ctx, memory, state, emit)
+        call = _Call(new_call_id(), self.name, ctx, memory, state, emit)
         streaming = STREAM.set(emit)
         try:
             memory.extend(inputs)
-            await self.hooks.dispatch(
-                PreCall(
-                    ctx=ctx,
-                    agent=self.name,
-                    memory=memory,
-                    state=state,
-                    call_id=call.id,
-                    inputs=inputs,
-                )
-            )
+            await self.hooks.dispatch(PreCall(**call.about(), inputs=inputs))
             reply = await self._loop(call)
-            post = PostCall(
-                ctx=ctx, agent=self.name, memory=memory, state=state, call_id=call.id, reply=reply
-            )
+            post = PostCall(**call.about(), reply=reply)
             await self.hooks.dispatch(post)
             return post.reply
         except asyncio.CancelledError as exc:
@@ -280,14 +284,7 @@ class ReActAgent:
         """
         memory = call.memory
         memory[:] = drop_unanswered_tail(memory)
-        event = Error(
-            ctx=call.ctx,
-            agent=self.name,
-            memory=memory,
-            state=call.state,
-            call_id=call.id,
-            error=error,
-        )
+        event = Error(**call.about(), error=error)
         try:
             await self.hooks.dispatch(event)
         except Exception as hook_error:
@@ -305,7 +302,7 @@ class ReActAgent:
 
     async def _reason(self, call: _Call, step: int, *, final: bool) -> Msg:
         memory, emit = call.memory, call.emit
-        recovering = False
+        overflows = 0
         while True:
             event = await self._request(call, step, final=final)
             # The last step still describes the tools (providers reject tool calls in a history
@@ -325,9 +322,13 @@ class ReActAgent:
                             emit(ThinkingDelta(item.thinking))
                         streamed = streamed or bool(item.text or item.thinking)
             except ContextOverflowError as error:
-                if recovering or streamed or not await self._recover(call, step, error):
+                if (
+                    streamed
+                    or overflows >= MAX_RECOVERIES
+                    or not await self._recover(call, step, error, overflows)
+                ):
                     raise
-                recovering = True
+                overflows += 1
                 continue
             break
         if response is None:
@@ -346,11 +347,7 @@ class ReActAgent:
         latency = time.perf_counter() - started
         await self.hooks.dispatch(
             PostReasoning(
-                ctx=call.ctx,
-                agent=self.name,
-                memory=memory,
-                state=call.state,
-                call_id=call.id,
+                **call.about(),
                 step=step,
                 message=message,
                 model=metadata["model"],
@@ -372,11 +369,7 @@ class ReActAgent:
                 Msg(role="user", name="system_hint", content=MAX_ITERS_HINT, metadata=hint)
             )
         event = PreReasoning(
-            ctx=call.ctx,
-            agent=self.name,
-            memory=memory,
-            state=call.state,
-            call_id=call.id,
+            **call.about(),
             step=step,
             messages=messages,
             tools=list(self.toolkit.schemas()),
@@ -384,17 +377,11 @@ class ReActAgent:
         await self.hooks.dispatch(event)
         return event
 
-    async def _recover(self, call: _Call, step: int, error: ContextOverflowError) -> bool:
+    async def _recover(
+        self, call: _Call, step: int, error: ContextOverflowError, attempt: int
+    ) -> bool:
         """Offer the overflow to the hooks; True if one made memory fit (module docs)."""
-        event = ContextOverflow(
-            ctx=call.ctx,
-            agent=self.name,
-            memory=call.memory,
-            state=call.state,
-            call_id=call.id,
-            step=step,
-            error=error,
-        )
+        event = ContextOverflow(**call.about(), step=step, error=error, attempt=attempt)
         await self.hooks.dispatch(event)
         return event.recovered
 
@@ -414,27 +401,14 @@ class ReActAgent:
         call.memory.extend(results)
 
     async def _act(self, call: _Call, use: ToolUseBlock) -> Msg:
-        ctx, memory, emit = call.ctx, call.memory, call.emit
-        await self.hooks.dispatch(
-            PreActing(
-                ctx=ctx,
-                agent=self.name,
-                memory=memory,
-                state=call.state,
-                call_id=call.id,
-                tool_call=use,
-            )
-        )
+        ctx, emit = call.ctx, call.emit
+        await self.hooks.dispatch(PreActing(**call.about(), tool_call=use))
         if emit is not None:
             emit(ToolStarted(use))
         started = time.perf_counter()
         result = await self.toolkit.call(use, ctx)
         event = PostActing(
-            ctx=ctx,
-            agent=self.name,
-            memory=memory,
-            state=call.state,
-            call_id=call.id,
+            **call.about(),
             tool_call=use,
             result=result,
             latency_s=time.perf_counter() - started,

@@ -15,8 +15,12 @@ points where hooks change what happens next:
 - :class:`ContextOverflow.recovered`, set by a hook that shrank ``memory`` after the provider
   refused a request as too long, makes the agent try that step once more.
 
-Compaction replaces the start of ``memory`` itself and announces it with
-:class:`PreCompact`/:class:`PostCompact`.
+``memory`` is the conversation itself, and whatever a hook leaves in it is saved with the
+session: a hook changes it only where it means the change to last, at PreReasoning (which runs
+before the step's request is built from it) or at PostCompact. The harness's own hooks that do:
+compaction replaces its start (``memory[:] = ...``, announced with
+:class:`PreCompact`/:class:`PostCompact`, and again after a :class:`ContextOverflow`), and the
+subagents hook appends the notice of a finished background task. Every other hook only reads it.
 
 Messages are values: a hook that wants a message to read differently replaces it in the list
 (``msg.model_copy(update=...)``) and never edits it in place. The same message objects are in
@@ -79,13 +83,15 @@ class PreReasoning(Event):
 class ContextOverflow(Event):
     """The provider refused step ``step``'s request as too long for its context window.
 
-    Nothing of the step was streamed yet. A hook that makes ``memory`` fit (compaction) sets
-    ``recovered``, and the agent runs the step again, once, from PreReasoning; otherwise
-    ``error`` is raised.
+    Nothing of the step was streamed yet. A hook that makes ``memory`` shorter (compaction) sets
+    ``recovered``, and the agent runs the step again from PreReasoning; otherwise ``error`` is
+    raised. ``attempt`` counts the overflows of this step before this one (0 for the first), up
+    to ``MAX_RECOVERIES - 1``, so a hook can shrink harder each time.
     """
 
     step: int
     error: BaseException
+    attempt: int = 0
     recovered: bool = False
 
 
