@@ -111,7 +111,8 @@ class MaintenanceReport:
 class MemoryMaintenance:
     """The search index and maintenance worker of one workspace."""
 
-    _running: ClassVar[dict[Path, MemoryMaintenance]] = {}
+    _running: ClassVar[dict[tuple[Path, MemoryConfig, int], MemoryMaintenance]] = {}
+    """The workers of this process, by workspace, memory configuration and memory model."""
 
     def __init__(
         self,
@@ -155,6 +156,7 @@ class MemoryMaintenance:
         self._catching_up: asyncio.Task[None] | None = None
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._key: tuple[Path, MemoryConfig, int] | None = None  # its entry in _running
 
     @classmethod
     def for_workspace(
@@ -167,12 +169,18 @@ class MemoryMaintenance:
         cleanup: Cleanup | None = None,
         gate: Gate = PROCESS_GATE,
     ) -> MemoryMaintenance:
-        """The workspace's worker in this process; pair every call with :meth:`release`.
+        """The worker of this workspace, configuration and model; pair it with :meth:`release`.
 
-        The first agent's memory model and configuration serve every agent of the workspace.
-        Nothing starts here: the index opens and the worker starts at the first job.
+        Agents that share all three (a parent and its subagents, say) share one worker. An
+        agent with another memory configuration or memory model has a worker of its own, so
+        its consolidations use its own model and limits; the workers of one workspace share
+        its index file, as workers of several processes do, and the gate's claims (one
+        consolidation of a user per ``consolidation_min_gap``, one maintenance pass per
+        ``maintenance_interval``, whichever worker claims it). Nothing starts here: the index
+        opens and the worker starts at the first job.
         """
-        running = cls._running.get(workspace.root)
+        key = (workspace.root, config, id(model))
+        running = cls._running.get(key)
         if running is None:
             index = (
                 MemoryIndex(workspace.root.parent, workspace=workspace.root)
@@ -188,7 +196,8 @@ class MemoryMaintenance:
                 clock=clock,
                 cleanup=cleanup,
             )
-            cls._running[workspace.root] = running
+            running._key = key
+            cls._running[key] = running
         running._holders += 1
         return running
 
@@ -197,8 +206,8 @@ class MemoryMaintenance:
         self._holders -= 1
         if self._holders > 0:
             return
-        if self._running.get(self.workspace.root) is self:
-            del self._running[self.workspace.root]
+        if self._key is not None and self._running.get(self._key) is self:
+            del self._running[self._key]
         with contextlib.suppress(RuntimeError):  # an indexer left on a closed event loop
             await self.settled()
         catching_up, self._catching_up = self._catching_up, None

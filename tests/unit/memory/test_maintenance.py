@@ -201,3 +201,51 @@ async def test_a_worker_without_a_cleanup_leaves_evicted_results_alone(workspace
     running.cleanup = None
     assert (await running.run()).evictions_deleted == []
     assert evicted.exists()
+
+
+async def test_agents_with_other_memory_models_or_settings_each_consolidate_with_their_own(
+    workspace: Path,
+) -> None:
+    """The registry once made the first agent's memory model serve every agent (issue 28)."""
+    touch(workspace / "memory" / "2026-06-29.md", "- fact", NOW)
+    config = MemoryConfig(index=False, consolidation_min_gap=timedelta(0))
+    first_model, second_model = FunctionModel(echo_merge), FunctionModel(echo_merge)
+
+    def clock() -> datetime:
+        return NOW
+
+    first = MemoryMaintenance.for_workspace(
+        WorkspaceManager(workspace), config=config, model=first_model, clock=clock
+    )
+    second = MemoryMaintenance.for_workspace(
+        WorkspaceManager(workspace), config=config, model=second_model, clock=clock
+    )
+    stricter = MemoryMaintenance.for_workspace(
+        WorkspaceManager(workspace),
+        config=MemoryConfig(index=False, max_memory_tokens=500),
+        model=first_model,
+        clock=clock,
+    )
+    same = MemoryMaintenance.for_workspace(
+        WorkspaceManager(workspace), config=config, model=first_model, clock=clock
+    )
+    try:
+        assert len({id(first), id(second), id(stricter)}) == 3
+        assert same is first  # a subagent shares its parent's worker
+        assert second.consolidator is not None
+        assert stricter.consolidator is not None
+        assert second.consolidator.model is second_model
+        assert stricter.consolidator.max_memory_tokens == 500
+
+        assert await second.request_consolidation(None)
+        for _ in range(200):
+            if second_model.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert second_model.requests
+        assert not first_model.requests
+    finally:
+        for running in (first, second, stricter, same):
+            await running.release()
+    assert first._worker is None
+    assert second._worker is None
