@@ -124,18 +124,24 @@ async def test_a_failing_flush_never_fails_the_call(
     assert (workspace / "agents" / "harness" / "sessions" / "default.jsonl").exists()
 
 
-async def test_agents_of_one_workspace_share_one_worker_until_the_last_closes(
+async def test_agents_of_one_workspace_and_memory_model_share_one_worker_until_the_last_closes(
     workspace: Path,
 ) -> None:
-    first = HarnessAgent(model=script(), workspace=workspace)
-    second = HarnessAgent(model=script(), workspace=workspace)
+    model = script()
+    first = HarnessAgent(model=model, workspace=workspace)
+    second = HarnessAgent(model=model, workspace=workspace)
+    other = HarnessAgent(model=script(), workspace=workspace)  # its own model: its own worker
     assert first.maintenance is second.maintenance
+    assert other.maintenance is not first.maintenance
     shared = first.maintenance
     assert shared is not None
     await first.aclose()
-    assert MemoryMaintenance._running.get(workspace.absolute()) is shared
+    assert shared in MemoryMaintenance._running.values()
     await second.aclose()
-    assert workspace.absolute() not in MemoryMaintenance._running
+    await other.aclose()
+    assert not any(
+        m.workspace.root == workspace.absolute() for m in MemoryMaintenance._running.values()
+    )
 
 
 async def test_guidance_mentions_only_enabled_memory_features(workspace: Path) -> None:
