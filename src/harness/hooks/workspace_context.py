@@ -42,9 +42,11 @@ the operator's, and the list of unusable files are read live at every step.)
 Nothing here is written back to memory: PreReasoning input is rebuilt every step, so the section
 never accumulates. Reading files on every step would cost a worker-thread round trip per step
 (more than the rest of a step), so the hook keeps a snapshot of the files per user and checks
-them again when a write went through the :class:`~harness.workspace.WorkspaceManager` (seen at
-the very next step) or when ``refresh_seconds`` have passed (edits made outside the harness,
-by a person or another process). The check itself re-reads only files whose modification time
+them again when a write to one of them went through the
+:class:`~harness.workspace.WorkspaceManager` (``generation_of``: seen at the very next step; the
+harness's own writes under ``agents/``, a session saved at every step, do not count) or when
+``refresh_seconds`` have passed (edits made outside the harness, by a person or another
+process). The check itself re-reads only files whose modification time
 or size changed. Rendered sections are cached too, keyed by everything they depend on.
 
 Trust: everything rendered here comes from workspace files, which the model may have written
@@ -243,6 +245,7 @@ class WorkspaceContextHook(Hook):
         self.agent_name = agent_name
         self.config = config
         self.auto_memory = auto_memory
+        workspace.watch(*config.context_files)  # their writes make the snapshot stale too
         self._static = (
             f"OS: {platform.system()} {platform.release()}\nTemp dir: {tempfile.gettempdir()}"
         )
@@ -363,11 +366,11 @@ class WorkspaceContextHook(Hook):
         now = time.monotonic()
         if (
             cached is not None
-            and cached.generation == self.workspace.generation
+            and cached.generation == self.workspace.generation_of(user_id)
             and now - cached.taken_at < self.config.refresh_seconds
         ):
             return cached
-        generation = self.workspace.generation
+        generation = self.workspace.generation_of(user_id)
         paths = [AGENTS_MD, MEMORY_MD, KNOWLEDGE_MD, *self.config.context_files]
         files = await self.workspace.read_first(paths, user_id, self.config.context_files)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)

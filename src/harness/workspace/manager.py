@@ -11,11 +11,15 @@ For a call made for a user, reads try the user's namespace (``users/<user>/``) b
 file; writes go to the user's namespace. Every path passes the path policy of
 :mod:`harness.paths`. Rewrites of shared state are compare-and-set on the backend's
 versions (:meth:`WorkspaceManager.replace_text`, :meth:`WorkspaceManager.update_text`), and
-appends are whole records, so two workers never lose each other's writes. ``generation`` counts
-the writes made through the manager, so a cache built on its reads knows when to look again;
-writes under ``agents/`` (sessions, transcripts, traces, task records: the harness's own
-bookkeeping, which no such cache reads) do not count, so saving a session at every step does
-not make the workspace context read its files again.
+appends are whole records, so two workers never lose each other's writes.
+
+:meth:`WorkspaceManager.generation_of` counts, per namespace, the writes made through the
+manager to the files a system prompt shows (:data:`PROMPT_FILES`, ``knowledge/`` and the files
+registered with :meth:`WorkspaceManager.watch`), so a cache built on reading them (the
+workspace context) knows when to look again. Every other write (sessions, transcripts, traces,
+state and task records under ``agents/``, the daily logs, offloaded tool results) does not
+count, so saving a session at every step, or a call's bookkeeping, does not make the next call
+read the prompt's files again. ``generation`` is the total over all namespaces.
 """
 
 from __future__ import annotations
@@ -41,11 +45,19 @@ from harness.filesystem._beneath import (
 )
 from harness.filesystem.base import MISSING, Storage
 from harness.filesystem.local import DEFAULT_MAX_FILE_BYTES, LocalFilesystem
-from harness.layout import AGENTS_DIR, USERS_DIR, shared_with_users, user_prefix
+from harness.layout import (
+    AGENTS_MD,
+    KNOWLEDGE_DIR,
+    MEMORY_MD,
+    USERS_DIR,
+    shared_with_users,
+    user_prefix,
+)
 from harness.paths import normalize, resolve_inside
 
 __all__ = [
     "MAX_TEXT_BYTES",
+    "PROMPT_FILES",
     "FileInfo",
     "FileText",
     "WorkspaceManager",
@@ -94,6 +106,9 @@ class WorkspaceManager:
             backend = LocalFilesystem(self.root)
         self.backend: Storage = backend
         self.generation = 0
+        """Writes to the files a prompt shows, in every namespace (see :meth:`generation_of`)."""
+        self._generations: dict[str, int] = {}
+        self._watched: set[str] = set(PROMPT_FILES)
         self.unusable: dict[str, str] = {}
         """Files a read had to skip (a directory where a file belongs, a FIFO, a link leading out
         of its namespace, a file over its limit) and why, until a read finds them usable."""
@@ -230,7 +245,7 @@ class WorkspaceManager:
         try:
             return await self.backend.put(scoped(path, user_id), data, if_version=if_version)
         finally:
-            self._wrote(path)
+            self._wrote(scoped(path, user_id))
 
     async def write_text(self, path: str, text: str, user_id: str | None = None) -> str:
         """Write a file atomically in the user's namespace; returns the workspace path written."""
@@ -238,7 +253,7 @@ class WorkspaceManager:
         try:
             await self.backend.put(target, text.encode("utf-8"))
         finally:
-            self._wrote(path)
+            self._wrote(target)
         return target
 
     async def append_text(self, path: str, text: str, user_id: str | None = None) -> str:
@@ -254,7 +269,7 @@ class WorkspaceManager:
         try:
             await self.backend.append(target, data)
         finally:
-            self._wrote(path)
+            self._wrote(target)
         return target
 
     async def replace_text(
@@ -273,7 +288,7 @@ class WorkspaceManager:
         version = current[1] if current else MISSING
         replaced = await self.backend.put(target, text.encode("utf-8"), if_version=version)
         if replaced is not None:
-            self.generation += 1
+            self._wrote(target)
         return replaced is not None
 
     async def update_text(
@@ -307,7 +322,7 @@ class WorkspaceManager:
                     return text
                 await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
         finally:
-            self.generation += 1
+            self._wrote(target)
         msg = f"{target} changed under {MAX_UPDATE_ATTEMPTS} updates in a row; try again"
         raise StorageError(msg)
 
@@ -336,21 +351,41 @@ class WorkspaceManager:
         try:
             await self.backend.rename(scoped(source, user_id), scoped(target, user_id))
         finally:
-            self.generation += 1
+            self._wrote(scoped(source, user_id))
+            self._wrote(scoped(target, user_id))
 
     async def delete(self, path: str, user_id: str | None = None) -> None:
         """Delete a file in the user's namespace; a missing file is not an error."""
         try:
             await self.backend.remove(scoped(path, user_id))
         finally:
-            self.generation += 1
+            self._wrote(scoped(path, user_id))
+
+    def watch(self, *paths: str) -> None:
+        """Count writes to ``paths`` too (in every namespace): files a prompt shows."""
+        self._watched.update(normalize(path) for path in paths)
+
+    def generation_of(self, user_id: str | None) -> int:
+        """How many writes went to the prompt files a read for ``user_id`` may show.
+
+        The user's own namespace and the shared files it falls back to; it changes exactly when
+        one of them was written through this manager.
+        """
+        shared = self._generations.get("", 0)
+        if not user_id:
+            return shared
+        return shared + self._generations.get(user_prefix(user_id), 0)
 
     def _wrote(self, path: str) -> None:
-        """Count a write, unless it is the harness's bookkeeping under ``agents/``."""
-        parts = normalize(path).split("/")
-        if parts[0] == USERS_DIR:
-            parts = parts[2:]  # the same bookkeeping, in a user's namespace
-        if not parts or parts[0] != AGENTS_DIR:
+        """Count a write to a file a prompt shows, in its namespace (module docs)."""
+        rel = normalize(path)
+        namespace = ""
+        parts = rel.split("/", 2)
+        if parts[0] == USERS_DIR and len(parts) == 3:
+            namespace = f"{USERS_DIR}/{parts[1]}/"
+            rel = parts[2]
+        if rel in self._watched or rel.startswith(f"{KNOWLEDGE_DIR}/") or rel == KNOWLEDGE_DIR:
+            self._generations[namespace] = self._generations.get(namespace, 0) + 1
             self.generation += 1
 
     async def _text(self, path: str, *, limit: int | None = MAX_TEXT_BYTES) -> str | None:
@@ -376,6 +411,11 @@ class WorkspaceManager:
         if self.unusable.pop(path, None) is not None:
             logger.info("%s is usable again", path)
         return _decode(found[0]) if found is not None else None
+
+
+PROMPT_FILES: Final = (AGENTS_MD, MEMORY_MD)
+"""Files a system prompt shows, besides ``knowledge/`` and those given to
+:meth:`WorkspaceManager.watch`: a write to one counts in :meth:`WorkspaceManager.generation_of`."""
 
 
 def scoped(path: str, user_id: str | None) -> str:

@@ -12,6 +12,7 @@ import pytest
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
 from harness.kernel import CACHE_KEY, CACHE_PREFIX_BLOCKS, Msg, PreReasoning, TextBlock, ToolSchema
+from harness.memory import MemoryConfig
 from harness.models import ScriptedChatModel
 from harness.sections import inject_section
 from harness.workspace import WorkspaceManager
@@ -350,3 +351,49 @@ async def test_an_unusable_memory_file_is_skipped_and_the_model_told(
         system = model.requests[-1][0].text
         assert "<unusable_files>" not in system
         assert "ann likes tea" in system
+
+
+async def test_bookkeeping_writes_do_not_make_the_next_call_read_the_prompt_files(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's own writes (its session, transcript, index marks, trace, all under agents/)
+    used to make the next call read AGENTS.md, MEMORY.md and knowledge again; a memory_save
+    into MEMORY.md still does, so the session's next call sees the change."""
+    (workspace / "AGENTS.md").write_text("persona")
+    (workspace / "MEMORY.md").write_text("- fact\n")
+    model = ScriptedChatModel(
+        [
+            {"match": "save", "tool_calls": [
+                {"name": "memory_save", "input": {"fact": "tea", "target": "MEMORY.md#Likes"}}
+            ]},
+            {"text": "ok", "repeat": True},
+        ]
+    )  # fmt: skip
+    ctx = RuntimeContext(user_id="ann", session_id="s")
+    memory = MemoryConfig(auto_consolidate=False)  # a consolidation rewrites MEMORY.md
+    async with HarnessAgent(model=model, workspace=workspace, memory=memory) as agent:
+        backend = agent.workspace.backend
+        reads: list[str] = []
+        original = backend.get
+
+        async def spy(path: str, *, limit: int | None = None) -> tuple[bytes, str] | None:
+            reads.append(path)
+            return await original(path, limit=limit)
+
+        monkeypatch.setattr(backend, "get", spy)
+        assert agent.maintenance is not None
+        await agent.call("hi", ctx=ctx)
+        await agent.maintenance.settled()  # the flush and the transcript write under agents/
+        assert "AGENTS.md" in reads
+        reads.clear()
+        await agent.call("again", ctx=ctx)
+        await agent.maintenance.settled()
+        prompt_only = ("AGENTS.md", "KNOWLEDGE.md")  # the files only the prompt reads
+        assert [path for path in reads if path.endswith(prompt_only)] == []
+        await agent.call("save this", ctx=ctx)  # read again at the step after the save
+        assert reads.count("AGENTS.md") == 1
+        assert any("- tea" in message.text for message in model.requests[-1])  # a note
+        await agent.maintenance.settled()
+        reads.clear()
+        await agent.call("and now", ctx=ctx)
+        assert [path for path in reads if path.endswith(prompt_only)] == []

@@ -169,3 +169,22 @@ async def test_listing_while_another_writer_renames_temporary_files(workspace: P
         stop.set()
         writer.join()
     assert [info.path for info in await manager.list_own("tasks")] == ["tasks/record.json"]
+
+
+async def test_only_writes_to_prompt_files_count_and_in_their_namespace(workspace: Path) -> None:
+    manager = WorkspaceManager(workspace)
+    manager.watch("notes/TEAM.md")
+    await manager.write_text("agents/bot/context/s/messages.jsonl", "{}\n", "ann")
+    await manager.update_text("agents/bot/sessions/sessions.json", lambda _: "{}", "ann")
+    await manager.append_text("memory/2026-01-02.md", "- a fact\n", "ann")
+    await manager.write_text("large_tool_results/bot/r1", "big")
+    assert (manager.generation_of("ann"), manager.generation_of(None)) == (0, 0)
+    await manager.update_text("MEMORY.md", lambda _: "- tea\n", "ann")
+    assert (manager.generation_of("ann"), manager.generation_of("bob")) == (1, 0)
+    assert manager.generation_of(None) == 0
+    await manager.write_text("knowledge/guide.md", "text")  # shared: every user reads it
+    await manager.write_text("notes/TEAM.md", "team", "bob")
+    assert (manager.generation_of("ann"), manager.generation_of("bob")) == (2, 2)
+    await manager.move("knowledge/guide.md", "archive/guide.md")
+    assert manager.generation_of(None) == 2
+    assert manager.generation == 4  # every namespace
