@@ -18,6 +18,7 @@ from harness.kernel.events import (
     PreCompact,
     PreReasoning,
 )
+from harness.kernel.history import History
 from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain, HookHost
 from harness.kernel.message import (
     SYNTHETIC,
@@ -74,6 +75,7 @@ __all__ = [
     "ContextOverflow",
     "Error",
     "Event",
+    "History",
     "Hook",
     "HookChain",
     "HookHost",

@@ -283,7 +283,9 @@ class ReActAgent:
         the next request.
         """
         memory = call.memory
-        memory[:] = drop_unanswered_tail(memory)
+        kept = drop_unanswered_tail(memory)
+        if len(kept) < len(memory):  # a prefix of it: only a shorter one is a change
+            memory[:] = kept
         event = Error(**call.about(), error=error)
         try:
             await self.hooks.dispatch(event)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.context import RuntimeContext
-from harness.kernel import Msg, ToolResultBlock, ToolUseBlock, drop_unanswered_tail
+from harness.kernel import History, Msg, ToolResultBlock, ToolUseBlock, drop_unanswered_tail
 from harness.session import SessionStore
+from harness.session import store as session_store
 from harness.workspace import WorkspaceManager
 
 
@@ -162,3 +163,47 @@ def test_drop_unanswered_tail() -> None:
     assert drop_unanswered_tail([*done, reply]) == [*done, reply]
     assert drop_unanswered_tail([user]) == [user]
     assert drop_unanswered_tail([]) == []
+
+
+async def test_a_growing_history_is_appended_without_comparing_it(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step's save used to compare the whole history with the saved one; a History the
+    store saved and that only grew since is appended at a cost that does not depend on it."""
+    s = store(workspace)
+    await s.save(CTX, msgs(*(f"m{i}" for i in range(50))))
+    history = await s.load(CTX)
+    assert isinstance(history, History)
+    compared: list[int] = []
+    original = session_store._starts_with
+
+    def spy(messages: tuple[Msg, ...], prefix: tuple[Msg, ...]) -> bool:
+        compared.append(len(prefix))
+        return original(messages, prefix)
+
+    monkeypatch.setattr(session_store, "_starts_with", spy)
+    for i in range(3):
+        history.append(Msg(role="user", content=f"step {i}"))
+        await s.save(CTX, history, exclusive=True)
+    assert compared == []
+    assert await store(workspace).load(CTX) == history
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+async def test_an_in_place_rewrite_of_an_early_message_is_saved_whole(
+    workspace: Path, exclusive: bool
+) -> None:
+    s = store(workspace)
+    await s.save(CTX, msgs("a", "b", "c"))
+    history = await s.load(CTX)
+    history.append(Msg(role="assistant", content="d"))
+    await s.save(CTX, history, exclusive=exclusive)
+    history[1] = history[1].model_copy(update={"content": msgs("B")[0].content})
+    history.append(Msg(role="user", content="e"))  # grown too: an append would miss the change
+    await s.save(CTX, history, exclusive=exclusive)
+    assert [m.text for m in await store(workspace).load(CTX)] == ["a", "B", "c", "d", "e"]
+    history[:] = [history[0], *history[2:]]  # memory[:] = ..., as a compaction does
+    history.append(Msg(role="assistant", content="f"))
+    await s.save(CTX, history, exclusive=exclusive)
+    assert [m.text for m in await store(workspace).load(CTX)] == ["a", "c", "d", "e", "f"]
+    assert [m.text for m in await s.load(CTX)] == ["a", "c", "d", "e", "f"]
