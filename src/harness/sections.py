@@ -19,21 +19,22 @@ def inject_section(
     section: str | Sequence[str],
     metadata: Mapping[str, Any] | None = None,
 ) -> list[Msg]:
-    """Append ``section`` (one block, or several) to the first system message (a copy).
+    """Append ``section`` (one block, or several) to the leading system message (a copy).
 
-    ``metadata`` is merged into that message's metadata. Without a system message, one named
-    ``workspace_context`` is put first.
+    ``metadata`` is merged into that message's metadata. When the first message is not a
+    system message, one named ``workspace_context`` is put first: the history behind it is
+    never searched (a system message a caller put further down stays as it is), so a step
+    costs the same however long the conversation is.
     """
     blocks = [
         TextBlock(text=text) for text in ((section,) if isinstance(section, str) else section)
     ]
-    for index, message in enumerate(messages):
-        if message.role == "system":
-            update: dict[str, Any] = {"content": [*message.content, *blocks]}
-            if metadata:
-                update["metadata"] = {**message.metadata, **metadata}
-            updated = message.model_copy(update=update)
-            return [*messages[:index], updated, *messages[index + 1 :]]
+    if messages and messages[0].role == "system":
+        message = messages[0]
+        update: dict[str, Any] = {"content": [*message.content, *blocks]}
+        if metadata:
+            update["metadata"] = {**message.metadata, **metadata}
+        return [message.model_copy(update=update), *messages[1:]]
     added = Msg(
         role="system", name="workspace_context", content=blocks, metadata=dict(metadata or {})
     )
