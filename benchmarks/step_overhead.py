@@ -18,6 +18,9 @@ The memory flush, the transcript and its indexing run in the background after a 
 the benchmark waits for them between calls (outside the timing) and reports that time on its
 own line.
 
+A second run does the same on a 2,000-message history (half as many pairs): the harness's
+per-step cost must stay flat, so nothing it does per step may grow with the conversation.
+
 Target: the harness's per-step cost <= 1.5x the bare agent's and <= 2 ms.
 
     .venv/bin/python benchmarks/step_overhead.py [--pairs 50]
@@ -47,6 +50,8 @@ from harness.kernel import (
 from harness.memory import FLUSH_SYSTEM_PROMPT, NO_REPLY
 
 HISTORY = 100
+LONG_HISTORY = 2000
+"""The second run's history: a step must cost the same whatever the conversation's length."""
 SHORT, LONG = 1, 19
 
 
@@ -80,9 +85,9 @@ async def noop() -> str:
     return "ok"
 
 
-def history() -> list[Msg]:
+def history(length: int = HISTORY) -> list[Msg]:
     messages: list[Msg] = []
-    for i in range(HISTORY // 2):
+    for i in range(length // 2):
         messages.append(Msg(role="user", content=f"question {i}: " + "lorem ipsum " * 20))
         messages.append(Msg(role="assistant", content=f"answer {i}: " + "dolor sit amet " * 30))
     return messages
@@ -101,8 +106,8 @@ def prepare_workspace(root: Path) -> None:
 Timings = dict[str, dict[int, list[float]]]
 
 
-async def measure(pairs: int) -> tuple[Timings, list[float]]:
-    base = history()
+async def measure(pairs: int, length: int = HISTORY) -> tuple[Timings, list[float]]:
+    base = history(length)
     model = ZeroLatencyModel()
     bare = ReActAgent(
         name="bare", model=model, sys_prompt="You help.", toolkit=[noop], max_iters=LONG
@@ -170,6 +175,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=50, help="pairs of 1-step and 19-step calls")
     args = parser.parse_args()
     timings, background = asyncio.run(measure(args.pairs))
+    long_pairs = max(5, args.pairs // 2)
+    long_timings, _ = asyncio.run(measure(long_pairs, LONG_HISTORY))
     bare_step, bare_call = split(timings["bare"])
     harness_step, harness_call = split(timings["harness"])
     steps = args.pairs * (SHORT + LONG)
@@ -179,6 +186,18 @@ def main() -> None:
     print(
         f"ratio harness/bare per step: {harness_step / bare_step:.2f}x "
         "(target <= 1.5x and <= 2 ms/step)"
+    )
+    print(
+        f"a 2-step turn: bare {bare_call + 2 * bare_step:.3f} ms, "
+        f"harness {harness_call + 2 * harness_step:.3f} ms"
+    )
+    long_bare_step, long_bare_call = split(long_timings["bare"])
+    long_step, long_call = split(long_timings["harness"])
+    print(
+        f"at {LONG_HISTORY} messages ({long_pairs * (SHORT + LONG)} steps): "
+        f"bare {long_bare_step:.3f} ms/step, {long_bare_call:.3f} ms/call; "
+        f"harness {long_step:.3f} ms/step, {long_call:.3f} ms/call "
+        f"(per step {long_step / harness_step:.2f}x the {HISTORY}-message figure)"
     )
     print(
         f"after each harness call, background memory work took {statistics.median(background):.3f}"
