@@ -19,7 +19,10 @@ the benchmark waits for them between calls (outside the timing) and reports that
 own line.
 
 A second run does the same on a 2,000-message history (half as many pairs): the harness's
-per-step cost must stay flat, so nothing it does per step may grow with the conversation.
+per-step cost must stay flat, so nothing it does per step may grow with the conversation. Two
+more (half as many pairs) price ``session_fsync="step"`` and ``"turn"``: the session synced to
+the disk before every request, or at the end of every call (``docs/durability.md``); what that
+costs depends on the disk under the temporary directory.
 
 Target: the harness's per-step cost <= 1.5x the bare agent's and <= 2 ms.
 
@@ -48,6 +51,7 @@ from harness.kernel import (
     ToolUseBlock,
 )
 from harness.memory import FLUSH_SYSTEM_PROMPT, NO_REPLY
+from harness.session import SessionFsync
 
 HISTORY = 100
 LONG_HISTORY = 2000
@@ -106,7 +110,9 @@ def prepare_workspace(root: Path) -> None:
 Timings = dict[str, dict[int, list[float]]]
 
 
-async def measure(pairs: int, length: int = HISTORY) -> tuple[Timings, list[float]]:
+async def measure(
+    pairs: int, length: int = HISTORY, fsync: SessionFsync = None
+) -> tuple[Timings, list[float]]:
     base = history(length)
     model = ZeroLatencyModel()
     bare = ReActAgent(
@@ -118,7 +124,12 @@ async def measure(pairs: int, length: int = HISTORY) -> tuple[Timings, list[floa
         root = Path(tmp) / "workspace"  # the memory index goes beside it, in tmp
         prepare_workspace(root)
         harness = HarnessAgent(
-            model=model, workspace=root, sys_prompt="You help.", tools=[noop], max_iters=LONG
+            model=model,
+            workspace=root,
+            sys_prompt="You help.",
+            tools=[noop],
+            max_iters=LONG,
+            session_fsync=fsync,
         )
         ctx = RuntimeContext(session_id="bench", user_id="u1")
 
@@ -199,6 +210,15 @@ def main() -> None:
         f"harness {long_step:.3f} ms/step, {long_call:.3f} ms/call "
         f"(per step {long_step / harness_step:.2f}x the {HISTORY}-message figure)"
     )
+    for fsync in ("step", "turn"):
+        synced, _ = asyncio.run(measure(long_pairs, HISTORY, fsync))
+        sync_bare_step, _ = split(synced["bare"])
+        sync_step, sync_call = split(synced["harness"])
+        print(
+            f'session_fsync="{fsync}" ({long_pairs * (SHORT + LONG)} steps): bare '
+            f"{sync_bare_step:.3f} ms/step; harness {sync_step:.3f} ms/step, {sync_call:.3f} "
+            f"ms/call ({sync_step / sync_bare_step:.2f}x bare per step)"
+        )
     print(
         f"after each harness call, background memory work took {statistics.median(background):.3f}"
         " ms (median; not in the figures above)"

@@ -67,7 +67,7 @@ from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.observability import record
 from harness.options import DEFAULT_AGENT_NAME, AgentOptions
-from harness.session import CompactionLog, SessionStore
+from harness.session import CompactionLog, SessionFsync, SessionStore
 from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
@@ -147,6 +147,7 @@ class HarnessAgent:
         otel: bool = False,
         session_wait: float = DEFAULT_SESSION_WAIT,
         session_leases: SessionLeases | None = None,
+        session_fsync: SessionFsync = None,
     ) -> None:
         # The keywords are the options' fields, so the value is made from the arguments as
         # they came (tests/unit/test_options.py holds the signature and the fields equal).
@@ -165,7 +166,7 @@ class HarnessAgent:
                 options.filesystem or _remote(options.store),
             )
         )
-        self.sessions = SessionStore(self.workspace, name)
+        self.sessions = SessionStore(self.workspace, name, fsync=options.session_fsync)
         self.leases = options.session_leases or leases_for(self.workspace, options.store)
         self.session_wait = options.session_wait
         # Our own toolkit: the built-in tools are added to it, never to the caller's.

@@ -36,6 +36,7 @@ from harness.kernel import DEFAULT_MAX_ITERS, ChatModel, Hook, Tool, Toolkit
 from harness.mcp import MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
 from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases
+from harness.session.store import SessionFsync
 from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
@@ -116,6 +117,10 @@ class AgentOptions:
         session_leases: How calls on one session exclude each other; by default an ``flock``
             beside a local workspace, a lease record in ``store`` (30 s expiry) for a shared
             one (``StoreLeases(store, ttl=...)`` to choose the expiry).
+        session_fsync: When the session's saves are synced to the disk, so they survive a power
+            loss and not only a crash: ``"step"`` before every model request, ``"turn"`` at
+            the end of every call, None (the default) never beyond what a rewrite does
+            (:data:`~harness.session.SessionFsync`, ``docs/durability.md``).
     """
 
     model: ChatModel | str
@@ -143,6 +148,7 @@ class AgentOptions:
     otel: bool = False
     session_wait: float = DEFAULT_SESSION_WAIT
     session_leases: SessionLeases | None = None
+    session_fsync: SessionFsync = None
 
     def __post_init__(self) -> None:
         tools = self.tools.tools if isinstance(self.tools, Toolkit) else self.tools

@@ -33,6 +33,7 @@ from harness.kernel import (
 )
 from harness.mcp import MCPHook
 from harness.models import ScriptedChatModel
+from harness.session import SessionFsync
 
 
 class EchoModel:
@@ -407,3 +408,33 @@ async def test_closing_the_agent_closes_the_hooks_it_built_latest_first_and_not_
     await agent.aclose()
     await agent.aclose()  # a second close closes nothing again
     assert closed == ["SessionPersistenceHook", "SubagentsHook", "MCPHook"]
+
+
+@pytest.mark.parametrize(("setting", "syncs"), [("step", 3), ("turn", 1), (None, 0)])
+async def test_session_fsync_syncs_the_session_before_each_request_or_at_the_end(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, setting: SessionFsync, syncs: int
+) -> None:
+    import os
+
+    synced: list[str] = []
+    original = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        original(fd)
+
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    model = ScriptedChatModel(
+        [{"tool_calls": [{"name": "echo", "input": {"text": "x"}}]}, {"text": "done"}]
+    )
+    ctx = RuntimeContext(session_id="s")
+    async with HarnessAgent(
+        model=model, workspace=workspace, tools=[echo], memory=None, session_fsync=setting
+    ) as agent:
+        monkeypatch.setattr(os, "fsync", spy)
+        assert (await agent.call("go", ctx=ctx)).text == "done"
+    # before the first request, before the second (after the tool), and the reply
+    assert synced.count("messages.jsonl") == syncs

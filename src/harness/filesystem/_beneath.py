@@ -241,6 +241,19 @@ def append(directory: int, name: str, data: bytes) -> None:
         os.close(fd)  # closing releases the lock
 
 
+def sync(directory: int, name: str) -> None:
+    """``fsync`` the file ``name`` of a held directory, opened following no link; none: no-op."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _FILE, dir_fd=directory)
+    except FileNotFoundError:
+        return
+    try:
+        _regular(fd, name)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

@@ -1,4 +1,4 @@
-"""The storage operations of the local backend: ``get``, ``put`` and ``append``.
+"""The storage operations of the local backend: ``get``, ``put``, ``append`` and ``sync``.
 
 What the harness's own files need (:class:`~harness.filesystem.base.Storage`); the rest of that
 contract (``entries``, ``remove``, ``rename``) comes from the tool operations
@@ -24,12 +24,13 @@ from typing import TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import StorageError, UnusableFile
-from harness.filesystem._beneath import NotAFile, TooLarge, append, replace
+from harness.filesystem._beneath import NotAFile, TooLarge, append, replace, sync
 from harness.filesystem._local_paths import (
     LocalPaths,
     Target,
     checked_read,
     checked_stat,
+    held_directory,
     is_directory,
     locked_file,
 )
@@ -120,6 +121,25 @@ class LocalStorage(LocalPaths, Storage):
         name = target.path.name  # a directory there fails the append itself (EISDIR)
         with locked_file(target, path) as directory:  # also excludes a put replacing the file
             append(directory, name, data)
+
+    async def sync(self, path: str, ctx: RuntimeContext | None = None) -> None:
+        """``fsync`` the file, so its appends survive a power loss (:meth:`Storage.sync`).
+
+        Raises:
+            PathOutsideWorkspace: The path escapes the namespace.
+            StorageError: The file cannot be synced.
+        """
+        await asyncio.to_thread(_storage, path, lambda: self._sync(path, ctx))
+
+    def _sync(self, path: str, ctx: RuntimeContext | None) -> None:
+        target = self._resolve(path, ctx)
+        if not target.rel:
+            return
+        try:
+            with held_directory(target, target.path.parent, path) as directory:
+                sync(directory, target.path.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return  # nothing written, nothing to sync
 
 
 def _storage(path: str, operation: Callable[[], _R]) -> _R:

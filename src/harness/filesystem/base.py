@@ -374,6 +374,16 @@ class Storage(ABC):
             StorageError: The source is missing or not a file, or the storage fails.
         """
 
+    async def sync(self, path: str, ctx: RuntimeContext | None = None) -> None:  # noqa: B027
+        """Make what was written to a file so far survive a power loss, not only a crash.
+
+        Optional: by default there is nothing more to do. Once :meth:`append` returns, the
+        record survives the writer's crash; on local disk it may still wait in the page cache,
+        and this writes it to the disk (``fsync``). :meth:`put` is on the disk already (its
+        atomic replace syncs); a store (Redis) follows its own persistence settings. A missing
+        file is not an error.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 (optional, nothing to release by default)
         """Release what the backend holds (connections, a sandbox)."""
 

@@ -501,6 +501,11 @@ class CompositeFilesystem(AbstractFilesystem):
         backend, _, inner = self._route(path, ctx)
         await backend.append(inner, data, ctx)
 
+    async def sync(self, path: str, ctx: RuntimeContext | None = None) -> None:
+        """Sync a file on its route's backend (:meth:`Storage.sync`)."""
+        backend, _, inner = self._route(path, ctx)
+        await backend.sync(inner, ctx)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self, ctx: RuntimeContext | None = None) -> None:

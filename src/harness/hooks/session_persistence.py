@@ -59,7 +59,8 @@ class SessionPersistenceHook(Hook):
             return  # this hook's own failure: the file keeps what the caller was told
         try:
             # The agent holds the session's lease for the whole call: nobody else writes it.
-            await self.store.save(event.ctx, event.memory, exclusive=True)
+            end = not isinstance(event, PreReasoning)  # PostCall or Error: the call ends
+            await self.store.save(event.ctx, event.memory, exclusive=True, end=end)
             await self.store.save_state(event.ctx, event.state)
         except Exception as exc:
             if isinstance(event, Error):  # the call failed already: said beside its error

@@ -8,7 +8,7 @@ from harness.session.lease import (
     StoreLeases,
     leases_for,
 )
-from harness.session.store import MESSAGES_FILE, SessionStore
+from harness.session.store import MESSAGES_FILE, SessionFsync, SessionStore
 
 __all__ = [
     "COMPACTIONS_SUFFIX",
@@ -16,6 +16,7 @@ __all__ = [
     "CompactionLog",
     "FileLeases",
     "ProcessLeases",
+    "SessionFsync",
     "SessionLeases",
     "SessionStore",
     "StoreLeases",

@@ -55,7 +55,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import ValidationError
 
@@ -63,7 +63,14 @@ from harness.context import RuntimeContext
 from harness.kernel import History, Msg, SessionState, ToolResultBlock
 from harness.workspace import WorkspaceManager, session_dir
 
-__all__ = ["LOST_RESULT", "MESSAGES_FILE", "QUARANTINE_FILE", "STATE_FILE", "SessionStore"]
+__all__ = [
+    "LOST_RESULT",
+    "MESSAGES_FILE",
+    "QUARANTINE_FILE",
+    "STATE_FILE",
+    "SessionFsync",
+    "SessionStore",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +88,17 @@ LOST_RESULT: Final = (
     "read); run the tool again if the result is still needed."
 )
 """The result given to a tool call whose own result is missing from the saved session."""
+
+SessionFsync = Literal["step", "turn"] | None
+"""When a session's appends are synced to the disk (``fsync``), beyond surviving a crash.
+
+``None`` (the default): a save survives the process being killed, not a power loss or a
+kernel crash (its append may still wait in the page cache). ``"step"``: every save is on the
+disk before the next model request, so a power loss keeps every completed step. ``"turn"``:
+the save at the end of a call (and after a failed one) syncs what the call appended; a power
+loss in the middle of a call may lose that call's steps, never an earlier call's. Rewrites are
+synced in every mode (temporary file, ``fsync``, rename).
+"""
 
 _TAIL: Final = 64
 _PARSE_IN_THREAD: Final = 64 * 1024
@@ -129,9 +147,16 @@ class _Known:
 class SessionStore:
     """Loads and saves the conversations of one agent in a workspace."""
 
-    def __init__(self, workspace: WorkspaceManager, agent: str) -> None:
+    def __init__(
+        self, workspace: WorkspaceManager, agent: str, *, fsync: SessionFsync = None
+    ) -> None:
+        if fsync not in ("step", "turn", None):
+            msg = f'fsync must be "step", "turn" or None, got {fsync!r}'
+            raise ValueError(msg)
         self.workspace = workspace
         self.agent = agent
+        self.fsync: SessionFsync = fsync
+        self._unsynced: set[str] = set()
         self._known: dict[str, _Known] = {}
         self._states: dict[str, tuple[bytes, SessionState]] = {}
 
@@ -227,14 +252,20 @@ class SessionStore:
         return _parse(data)[0]
 
     async def save(
-        self, ctx: RuntimeContext, messages: Sequence[Msg], *, exclusive: bool = False
+        self,
+        ctx: RuntimeContext,
+        messages: Sequence[Msg],
+        *,
+        exclusive: bool = False,
+        end: bool = False,
     ) -> None:
         """Persist the session's messages (append when they only grew, else atomic rewrite).
 
         ``exclusive``: the caller holds the session's lease (:mod:`harness.session.lease`)
         since it loaded or saved it here, so nobody else wrote it meanwhile and a save that
         only grew the messages appends without reading the file first. The agent saves this
-        way before every step.
+        way before every step. ``end``: the save that ends a call (with ``fsync="turn"`` it
+        syncs the call's appends to the disk).
         """
         path = self.path(ctx)
         # A History is kept as it is (it says when it was rewritten); anything else is copied.
@@ -242,6 +273,9 @@ class SessionStore:
         rewrites = messages.rewrites if isinstance(messages, History) else 0
         try:
             await self._save(path, source, rewrites, exclusive=exclusive)
+            if path in self._unsynced and (self.fsync == "step" or (self.fsync and end)):
+                await self.workspace.sync(path)
+                self._unsynced.discard(path)
         except BaseException:
             # The write may have landed or not (a lost reply, a cancelled call): what the file
             # holds is unknown now, so the next save reads it and rewrites it if it differs,
@@ -257,7 +291,7 @@ class SessionStore:
         if exclusive and known is not None and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
             if new:
-                await self.workspace.append_bytes(path, new)
+                await self._append(path, new)
             tail = (known.tail + new)[-_TAIL:]
             self._known[path] = _Known(known.size + len(new), tail, source, count, rewrites)
             return
@@ -266,12 +300,18 @@ class SessionStore:
         if known is not None and known.matches(data) and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
             if new:
-                await self.workspace.append_bytes(path, new)
+                await self._append(path, new)
             data += new
         else:
             data = _serialize(source[:count])
             await self.workspace.put_bytes(path, data)
+            self._unsynced.discard(path)  # a rewrite is synced (temporary file, fsync, rename)
         self._known[path] = _Known(len(data), data[-_TAIL:], source, count, rewrites)
+
+    async def _append(self, path: str, data: bytes) -> None:
+        if self.fsync is not None:
+            self._unsynced.add(path)
+        await self.workspace.append_bytes(path, data)
 
     async def _quarantine(self, path: str, bad: list[_BadLine]) -> None:
         """Copy unreadable lines beside the session before any save can drop them.

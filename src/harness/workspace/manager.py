@@ -272,6 +272,10 @@ class WorkspaceManager:
             self._wrote(target)
         return target
 
+    async def sync(self, path: str, user_id: str | None = None) -> None:
+        """Make the file's appends survive a power loss (:meth:`Storage.sync`)."""
+        await self.backend.sync(scoped(path, user_id))
+
     async def replace_text(
         self, path: str, text: str, *, expected: str, user_id: str | None = None
     ) -> bool:

@@ -3,13 +3,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from pathlib import Path
 
 import pytest
 
 from harness.context import RuntimeContext
 from harness.kernel import History, Msg, ToolResultBlock, ToolUseBlock, drop_unanswered_tail
-from harness.session import SessionStore
+from harness.session import SessionFsync, SessionStore
 from harness.session import store as session_store
 from harness.workspace import WorkspaceManager
 
@@ -207,3 +208,42 @@ async def test_an_in_place_rewrite_of_an_early_message_is_saved_whole(
     await s.save(CTX, history, exclusive=exclusive)
     assert [m.text for m in await store(workspace).load(CTX)] == ["a", "c", "d", "e", "f"]
     assert [m.text for m in await s.load(CTX)] == ["a", "c", "d", "e", "f"]
+
+
+def synced_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files ``fsync``-ed from now on."""
+    synced: list[str] = []
+    original = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        original(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+@pytest.mark.parametrize(
+    ("fsync", "expected"),
+    [(None, []), ("step", ["messages.jsonl"] * 3), ("turn", ["messages.jsonl"])],
+)
+async def test_appends_are_synced_to_the_disk_as_asked(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, fsync: SessionFsync, expected: list[str]
+) -> None:
+    s = SessionStore(WorkspaceManager(workspace), "bot", fsync=fsync)
+    await s.save(CTX, msgs("a"))
+    history = await s.load(CTX)
+    synced = synced_files(monkeypatch)
+    for text in ("b", "c"):
+        history.append(Msg(role="user", content=text))
+        await s.save(CTX, history, exclusive=True)
+    history.append(Msg(role="assistant", content="d"))
+    await s.save(CTX, history, exclusive=True, end=True)
+    await s.save(CTX, history, exclusive=True, end=True)  # nothing appended: nothing to sync
+    assert synced == expected
+    assert [m.text for m in await store(workspace).load(CTX)] == ["a", "b", "c", "d"]
+
+
+def test_an_unknown_fsync_setting_is_refused(workspace: Path) -> None:
+    with pytest.raises(ValueError, match='fsync must be "step", "turn" or None'):
+        SessionStore(WorkspaceManager(workspace), "bot", fsync="always")  # type: ignore[arg-type]

@@ -82,6 +82,7 @@ def parent_options(workspace: Path) -> AgentOptions:
         trace=False,
         otel=True,
         session_wait=12.5,
+        session_fsync="turn",
         session_leases=ProcessLeases(),
     )
 
