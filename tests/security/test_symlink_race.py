@@ -255,3 +255,37 @@ async def test_the_models_own_execute_racing_its_file_tools_reaches_no_host_file
     assert leaks == [], f"{len(leaks)} tool results held the host file"
     untouched(outside)
     assert sum("inside the workspace" in result for result in results) > 0
+
+
+async def test_a_kept_storage_path_is_walked_again_and_refuses_a_link_swapped_in(
+    tmp_path: Path,
+) -> None:
+    """A storage path keeps its resolution between writes (it cost as much as the write); a
+    directory swapped for a link afterwards is still refused, or followed where it stays
+    inside, exactly as a fresh resolution would."""
+    from harness.errors import PathOutsideWorkspace
+    from harness.filesystem.local import LocalFilesystem
+
+    root, outside = tmp_path / "ws", tmp_path / "host"
+    outside.mkdir()
+    fs = LocalFilesystem(root)
+    path = "users/ann/agents/bot/context/s/messages.jsonl"
+    await fs.append(path, b"one\n")
+    await fs.append(path, b"two\n")  # from the kept resolution
+    session = root / "users" / "ann" / "agents" / "bot" / "context" / "s"
+    session.rename(root / "moved")
+    session.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(PathOutsideWorkspace):
+        await fs.append(path, b"three\n")
+    with pytest.raises(PathOutsideWorkspace):
+        await fs.get(path)
+    assert list(outside.iterdir()) == []
+    session.unlink()
+    inside = root / "users" / "ann" / "kept"
+    (root / "moved").rename(inside)
+    session.symlink_to(inside, target_is_directory=True)  # a link that stays in the namespace
+    await fs.append(path, b"four\n")
+    assert (inside / "messages.jsonl").read_bytes() == b"one\ntwo\nfour\n"
+    found = await fs.get(path)
+    assert found is not None
+    assert found[0] == b"one\ntwo\nfour\n"

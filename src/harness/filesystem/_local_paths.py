@@ -16,10 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from harness.context import RuntimeContext
 from harness.filesystem._beneath import (
@@ -49,8 +49,13 @@ __all__ = [
 ]
 
 
+_R = TypeVar("_R")
+
 MAX_PATH_BYTES: Final = 4096
 """The longest whole path (root included, in bytes) Linux takes."""
+
+_PLAIN_KEPT: Final = 1024
+"""Storage paths whose resolution is kept (see :meth:`LocalPaths._storage_target`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,8 @@ class LocalPaths:
     root: Path
     scope: IsolationScope
     _real_root: Path | None
+    _plain: dict[str, Target]
+    """Storage paths (``ctx=None``) whose directories held no symbolic link when resolved."""
 
     def _resolve_root(self) -> Path:
         """The root with its links resolved, once it exists (it is the operator's choice)."""
@@ -136,6 +143,48 @@ class LocalPaths:
             )
             raise SymlinkEscape(msg)
         return target
+
+    def _storage_target(self, path: str, ctx: RuntimeContext | None) -> tuple[Target, bool]:
+        """:meth:`_resolve` for a storage operation, and whether it is a kept resolution.
+
+        The harness's own writes (a session's append before every step) name the same few
+        paths again and again, and resolving one (``realpath``, a ``stat`` per directory)
+        cost as much as the write. When the directories of a path held no symbolic link, its
+        resolution is the path itself and is kept. That never weakens the confinement: the
+        operation still walks from the root following no link (:mod:`._beneath`), so a
+        directory made a link since is refused; the caller then resolves afresh
+        (:meth:`_retry_fresh`) and does what a fresh resolution would have done. The file itself
+        is checked at every use (a link there is resolved as :meth:`_resolve` does).
+        """
+        if ctx is not None:
+            return self._resolve(path, ctx), False
+        kept = self._plain.get(path)
+        if kept is not None and not kept.leaf.is_symlink():
+            return kept, True
+        target = self._resolve(path, ctx)
+        lexical = target.root / normalize(path)
+        if target.rel and target.path == target.leaf and target.leaf == lexical:
+            if len(self._plain) >= _PLAIN_KEPT:
+                self._plain.clear()
+            self._plain[path] = target
+        return target, False
+
+    def _retry_fresh(
+        self, path: str, ctx: RuntimeContext | None, operation: Callable[[Target], _R]
+    ) -> _R:
+        """Run ``operation`` on the path's target; on a kept one a link refused, afresh.
+
+        A :class:`SymlinkEscape` from a kept target comes from a walk, before anything was
+        read or written; the path is resolved again and the operation runs once more.
+        """
+        target, kept = self._storage_target(path, ctx)
+        if not kept:
+            return operation(target)
+        try:
+            return operation(target)
+        except SymlinkEscape:
+            self._plain.pop(path, None)
+            return operation(self._resolve(path, ctx))
 
     def _display(self, target: Target, real: Path) -> str:
         """The namespace-relative path of a real path found under ``target``."""

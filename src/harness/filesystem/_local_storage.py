@@ -3,7 +3,9 @@
 What the harness's own files need (:class:`~harness.filesystem.base.Storage`); the rest of that
 contract (``entries``, ``remove``, ``rename``) comes from the tool operations
 (:class:`~harness.filesystem.base.AbstractFilesystem`). Each operation is one hop to the default
-executor, with the path resolved and checked there (:mod:`._local_paths`). ``put`` and
+executor, with the path resolved and checked there (:mod:`._local_paths`; a path whose
+directories held no link keeps its resolution, and every use still walks to it following no
+link: ``LocalPaths._storage_target``). ``put`` and
 ``append`` take the file's sidecar lock, so ``put(if_version=...)`` is a real compare-and-set
 against every writer of this workspace, threads and processes alike, and an append never lands
 on a file that a concurrent ``put`` is replacing. A file's version is the SHA-256 of its content
@@ -59,12 +61,11 @@ class LocalStorage(LocalPaths, Storage):
             StorageError: The file cannot be read.
         """
         cap = self.max_storage_bytes if limit is None else min(limit, self.max_storage_bytes)
-        return await asyncio.to_thread(_storage, path, lambda: self._get(path, ctx, cap))
+        return await asyncio.to_thread(
+            _storage, path, lambda: self._retry_fresh(path, ctx, lambda t: self._get(t, path, cap))
+        )
 
-    def _get(
-        self, path: str, ctx: RuntimeContext | None, limit: int
-    ) -> tuple[bytes, Version] | None:
-        target = self._resolve(path, ctx)
+    def _get(self, target: Target, path: str, limit: int) -> tuple[bytes, Version] | None:
         data = _storage_read(target, path, limit)
         return None if data is None else (data, _version(data))
 
@@ -87,13 +88,14 @@ class LocalStorage(LocalPaths, Storage):
         """
         blob = bytes(data)
         return await asyncio.to_thread(
-            _storage, path, lambda: self._put(path, blob, ctx, if_version)
+            _storage,
+            path,
+            lambda: self._retry_fresh(path, ctx, lambda t: self._put(t, path, blob, if_version)),
         )
 
     def _put(
-        self, path: str, data: bytes, ctx: RuntimeContext | None, if_version: Version | None
+        self, target: Target, path: str, data: bytes, if_version: Version | None
     ) -> Version | None:
-        target = self._resolve(path, ctx)
         _storage_check_file(target, path)
         name = target.path.name
         with locked_file(target, path) as directory:
@@ -112,10 +114,13 @@ class LocalStorage(LocalPaths, Storage):
             StorageError: The file cannot be written.
         """
         blob = bytes(data)
-        await asyncio.to_thread(_storage, path, lambda: self._append(path, blob, ctx))
+        await asyncio.to_thread(
+            _storage,
+            path,
+            lambda: self._retry_fresh(path, ctx, lambda t: self._append(t, path, blob)),
+        )
 
-    def _append(self, path: str, data: bytes, ctx: RuntimeContext | None) -> None:
-        target = self._resolve(path, ctx)
+    def _append(self, target: Target, path: str, data: bytes) -> None:
         if not target.rel:
             _storage_check_file(target, path)
         name = target.path.name  # a directory there fails the append itself (EISDIR)
@@ -129,10 +134,11 @@ class LocalStorage(LocalPaths, Storage):
             PathOutsideWorkspace: The path escapes the namespace.
             StorageError: The file cannot be synced.
         """
-        await asyncio.to_thread(_storage, path, lambda: self._sync(path, ctx))
+        await asyncio.to_thread(
+            _storage, path, lambda: self._retry_fresh(path, ctx, lambda t: self._sync(t, path))
+        )
 
-    def _sync(self, path: str, ctx: RuntimeContext | None) -> None:
-        target = self._resolve(path, ctx)
+    def _sync(self, target: Target, path: str) -> None:
         if not target.rel:
             return
         try:

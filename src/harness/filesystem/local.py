@@ -102,6 +102,7 @@ class LocalFilesystem(LocalFileTools, LocalStorage, AbstractFilesystem):
             raise ValueError(msg)
         self.search_seconds = search_seconds
         self._real_root = None
+        self._plain = {}
         self._threads = ToolThreads()
 
     def __repr__(self) -> str:
