@@ -9,6 +9,9 @@ before the kill; saves of a grown conversation only append. On PostCall it saves
 On Error (a failed or interrupted call) it saves what was accepted: the user's input and every
 completed turn. The agent has already dropped an assistant turn whose tool calls never got their
 results, and a half-streamed answer is never in memory in the first place.
+A save survives the process being killed; with ``session_fsync`` (``"step"``, ``"turn"``:
+:data:`~harness.session.SessionFsync`) it is also synced to the disk before every request or
+at the end of the call (PostCall and Error), so it survives a power loss.
 Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` and ``state.json`` in the
 user's namespace; see :class:`~harness.session.SessionStore` for the format and the atomicity
 rules.
