@@ -145,3 +145,74 @@ async def test_a_shared_path_never_leads_into_a_users_namespace(tmp_path: Path) 
     assert await workspace.read_text("AGENTS.md", "alice") == ""
     with pytest.raises(PathOutsideWorkspace):
         await workspace.backend.get("AGENTS.md")
+
+
+_SESSION = "agents/harness/context/s1"
+_SWAPS = st.sampled_from(["append", "append", "append", "out", "bob", "inside", "back", "close"])
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(operations=st.lists(_SWAPS, min_size=1, max_size=20))
+async def test_a_held_session_file_writes_nowhere_a_link_swapped_in_points(
+    tmp_path_factory: pytest.TempPathFactory, operations: list[str]
+) -> None:
+    """The appender a call holds (``Storage.appender``) keeps writing where its walk found the
+    file, so a directory swapped for a link while it is held (to the host, to bob, or inside
+    alice's namespace) redirects nothing; a fresh walk through a link out is refused. Every
+    record that was accepted is in alice's namespace exactly once, and a refused one nowhere."""
+    root = tmp_path_factory.mktemp("held") / "ws"
+    _seed(root)
+    others = {"bob": _tree(root / "users" / "bob"), "host": _host(root)}
+    session = root / "users" / "alice" / _SESSION
+    session.mkdir(parents=True)
+    aside = root / "users" / "alice" / "aside"
+    fs = LocalFilesystem(root)
+    appender = fs.appender(f"users/alice/{_SESSION}/messages.jsonl")
+    accepted: list[bytes] = []
+    refused: list[bytes] = []
+    try:
+        for number, operation in enumerate(operations):
+            if operation == "append":
+                record = b"record-%d\n" % number
+                try:
+                    await appender.append(record)
+                except PathOutsideWorkspace:
+                    refused.append(record)
+                else:
+                    accepted.append(record)
+            elif operation == "close":
+                await appender.aclose()
+            elif operation == "back" and session.is_symlink():
+                session.unlink()
+                aside.rename(session)
+            elif operation != "back" and not session.is_symlink():
+                session.rename(aside)
+                session.symlink_to(
+                    {
+                        "out": root.parent,
+                        "bob": root / "users" / "bob" / _SESSION,
+                        "inside": aside,
+                    }[operation],
+                    target_is_directory=True,
+                )
+    finally:
+        await appender.aclose()
+
+    assert _tree(root / "users" / "bob") == others["bob"]
+    assert _host(root) == others["host"]
+    alice = b"".join(
+        found for found in _tree(root / "users" / "alice").values() if isinstance(found, bytes)
+    )
+    for record in accepted:
+        assert alice.count(record) == 1, record
+    for record in refused:
+        assert record not in alice
+
+
+def _host(root: Path) -> dict[str, bytes | str]:
+    """What the workspace's parent holds outside the workspace."""
+    return {rel: found for rel, found in _tree(root.parent).items() if rel.split("/")[0] != "ws"}

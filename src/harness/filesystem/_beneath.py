@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
+    "HeldFile",
     "LinkSwapped",
     "NotAFile",
     "TooLarge",
@@ -239,6 +240,58 @@ def append(directory: int, name: str, data: bytes) -> None:
         _write_all(fd, data)
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class HeldFile:
+    """A file kept open for appending, with its directory and its sidecar lock's file.
+
+    For a writer that appends to one file many times: the walk to it (:func:`directory_beneath`)
+    and the opens are done once, and each append is a write under the sidecar lock. Before it
+    writes, the append checks that the name still holds the file it opened; when the file was
+    replaced (an atomic :func:`replace`) or removed, it writes nothing and says so, and the
+    caller opens the file afresh.
+    """
+
+    def __init__(self, directory: int, name: str) -> None:
+        """Hold ``name`` (created if missing) in a held directory (its descriptor duplicated)."""
+        self.name = name
+        self._directory = os.dup(directory)
+        self._lock = self._file = -1
+        try:
+            self._lock = os.open(
+                f".{name}.lock", os.O_WRONLY | os.O_CREAT | _FILE, 0o644, dir_fd=directory
+            )
+            _regular(self._lock, f".{name}.lock")
+            self._file = os.open(
+                name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FILE, 0o644, dir_fd=directory
+            )
+            self._inode = _regular(self._file, name).st_ino
+        except BaseException:
+            self.close()
+            raise
+
+    def append(self, data: bytes) -> bool:
+        """Append ``data`` with one write under the sidecar lock; False if the file was replaced."""
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            now = lstat(self._directory, self.name)
+            if now is None or now.st_ino != self._inode:
+                return False
+            _write_all(self._file, data)
+            return True
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+    def sync(self) -> None:
+        """``fsync`` the held file."""
+        os.fsync(self._file)
+
+    def close(self) -> None:
+        for fd in (self._file, self._lock, self._directory):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._file = self._lock = self._directory = -1
 
 
 def sync(directory: int, name: str) -> None:

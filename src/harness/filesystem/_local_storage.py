@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import StorageError, UnusableFile
-from harness.filesystem._beneath import NotAFile, TooLarge, append, replace, sync
+from harness.filesystem._beneath import HeldFile, NotAFile, TooLarge, append, replace, sync
 from harness.filesystem._local_paths import (
     LocalPaths,
     Target,
@@ -37,7 +37,7 @@ from harness.filesystem._local_paths import (
     locked_file,
 )
 from harness.filesystem._semantics import shown_path, too_large_message
-from harness.filesystem.base import MISSING, Storage, Version
+from harness.filesystem.base import MISSING, Appender, Storage, Version
 
 __all__ = ["LocalStorage"]
 
@@ -127,6 +127,16 @@ class LocalStorage(LocalPaths, Storage):
         with locked_file(target, path) as directory:  # also excludes a put replacing the file
             append(directory, name, data)
 
+    def appender(self, path: str, ctx: RuntimeContext | None = None) -> Appender:
+        """An appender that keeps the file open between appends (:class:`_HeldAppender`)."""
+        return _HeldAppender(self, path, ctx)
+
+    def _hold(self, target: Target, path: str) -> HeldFile:
+        if not target.rel:
+            _storage_check_file(target, path)
+        with held_directory(target, target.path.parent, path, create=True) as directory:
+            return HeldFile(directory, target.path.name)
+
     async def sync(self, path: str, ctx: RuntimeContext | None = None) -> None:
         """``fsync`` the file, so its appends survive a power loss (:meth:`Storage.sync`).
 
@@ -146,6 +156,62 @@ class LocalStorage(LocalPaths, Storage):
                 sync(directory, target.path.name)
         except (FileNotFoundError, NotADirectoryError):
             return  # nothing written, nothing to sync
+
+
+_REOPENS = 3
+"""How often one append opens the file afresh when it keeps being replaced under it."""
+
+
+class _HeldAppender(Appender):
+    """Appends to a file held open, so each append is one write, not a walk from the root.
+
+    The first append walks to the file as :meth:`LocalStorage.append` does (following no
+    link, confined to the namespace) and keeps the descriptors; the file is then used where
+    that walk found it, so nothing swapped into its path later can redirect a write. Each
+    append takes the sidecar lock (a concurrent ``put`` cannot be replacing the file) and
+    checks that the path still names the held file; a file replaced meanwhile (a rewrite of
+    the session) is opened afresh, through the walk again. :meth:`aclose` closes the
+    descriptors on a worker thread without waiting for it.
+    """
+
+    def __init__(self, storage: LocalStorage, path: str, ctx: RuntimeContext | None) -> None:
+        super().__init__(storage, path, ctx)
+        self._local = storage
+        self._held: HeldFile | None = None
+
+    async def append(self, data: bytes) -> None:
+        blob = bytes(data)
+        await asyncio.to_thread(_storage, self.path, lambda: self._append(blob))
+
+    def _append(self, data: bytes) -> None:
+        for _ in range(_REOPENS):
+            held = self._held
+            if held is None:
+                held = self._held = self._local._retry_fresh(
+                    self.path, self.ctx, lambda target: self._local._hold(target, self.path)
+                )
+            if held.append(data):
+                return
+            self._held = None
+            held.close()
+        msg = f"cannot append to {shown_path(self.path)}: it was replaced at every attempt"
+        raise StorageError(msg)
+
+    async def sync(self) -> None:
+        held = self._held
+        if held is None:
+            await super().sync()
+        else:
+            await asyncio.to_thread(_storage, self.path, held.sync)
+
+    async def aclose(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            asyncio.get_running_loop().run_in_executor(None, held.close)
+        except RuntimeError:  # the executor is shut down: close here (no I/O waits on it)
+            held.close()
 
 
 def _storage(path: str, operation: Callable[[], _R]) -> _R:

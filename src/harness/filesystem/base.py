@@ -49,6 +49,7 @@ __all__ = [
     "MAX_GREP_MATCHES",
     "MISSING",
     "AbstractFilesystem",
+    "Appender",
     "Confinement",
     "EditResult",
     "ExecuteResult",
@@ -384,8 +385,42 @@ class Storage(ABC):
         file is not an error.
         """
 
+    def appender(self, path: str, ctx: RuntimeContext | None = None) -> Appender:
+        """A writer that appends to one file again and again (a session, one record per step).
+
+        Optional: by default each append is an :meth:`append`. A backend that can keep the file
+        open between appends does (the local disk: one write instead of a walk from the root),
+        with the same guarantees. The caller closes it (:meth:`Appender.aclose`).
+        """
+        return Appender(self, path, ctx)
+
     async def aclose(self) -> None:  # noqa: B027 (optional, nothing to release by default)
         """Release what the backend holds (connections, a sandbox)."""
+
+
+class Appender:
+    """Appends records to one file of a :class:`Storage`, with :meth:`Storage.append`'s rules.
+
+    Each record is whole and never interleaved with another writer's; a record appended after
+    the file was replaced (an atomic :meth:`Storage.put`) goes to the new file. This one appends
+    through :meth:`Storage.append` every time; a backend may return one that holds the file.
+    """
+
+    def __init__(self, storage: Storage, path: str, ctx: RuntimeContext | None = None) -> None:
+        self.storage = storage
+        self.path = path
+        self.ctx = ctx
+
+    async def append(self, data: bytes) -> None:
+        """Append one whole record (creating the file)."""
+        await self.storage.append(self.path, data, self.ctx)
+
+    async def sync(self) -> None:
+        """Make the appends so far survive a power loss (:meth:`Storage.sync`)."""
+        await self.storage.sync(self.path, self.ctx)
+
+    async def aclose(self) -> None:
+        """Let go of what is held for the file (a later append takes it again)."""
 
 
 class FileTools(ABC):

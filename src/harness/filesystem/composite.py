@@ -38,6 +38,7 @@ from harness.errors import PathOutsideWorkspace
 from harness.filesystem._semantics import Glob, grep_result
 from harness.filesystem.base import (
     AbstractFilesystem,
+    Appender,
     EditResult,
     ExecuteResult,
     FileInfo,
@@ -505,6 +506,11 @@ class CompositeFilesystem(AbstractFilesystem):
         """Sync a file on its route's backend (:meth:`Storage.sync`)."""
         backend, _, inner = self._route(path, ctx)
         await backend.sync(inner, ctx)
+
+    def appender(self, path: str, ctx: RuntimeContext | None = None) -> Appender:
+        """The appender of a file's route's backend (:meth:`Storage.appender`)."""
+        backend, _, inner = self._route(path, ctx)
+        return backend.appender(inner, ctx)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from harness.filesystem._beneath import (
     remove_stray_temporaries,
     replace,
 )
-from harness.filesystem.base import MISSING, Storage
+from harness.filesystem.base import MISSING, Appender, Storage
 from harness.filesystem.local import DEFAULT_MAX_FILE_BYTES, LocalFilesystem
 from harness.layout import (
     AGENTS_MD,
@@ -272,6 +272,19 @@ class WorkspaceManager:
             self._wrote(target)
         return target
 
+    def appender(self, path: str, user_id: str | None = None) -> Appender:
+        """An appender for a file of the user's namespace that no prompt shows (a session).
+
+        Raises:
+            ValueError: The file is one the prompt shows: its writes must be counted
+                (:meth:`append_text`).
+        """
+        target = scoped(path, user_id)
+        if self._shown(target)[1]:
+            msg = f"{path!r} is shown in the prompt; append to it with append_text"
+            raise ValueError(msg)
+        return self.backend.appender(target)
+
     async def sync(self, path: str, user_id: str | None = None) -> None:
         """Make the file's appends survive a power loss (:meth:`Storage.sync`)."""
         await self.backend.sync(scoped(path, user_id))
@@ -382,15 +395,21 @@ class WorkspaceManager:
 
     def _wrote(self, path: str) -> None:
         """Count a write to a file a prompt shows, in its namespace (module docs)."""
+        namespace, shown = self._shown(path)
+        if shown:
+            self._generations[namespace] = self._generations.get(namespace, 0) + 1
+            self.generation += 1
+
+    def _shown(self, path: str) -> tuple[str, bool]:
+        """The namespace of a workspace path, and whether a prompt shows the file."""
         rel = normalize(path)
         namespace = ""
         parts = rel.split("/", 2)
         if parts[0] == USERS_DIR and len(parts) == 3:
             namespace = f"{USERS_DIR}/{parts[1]}/"
             rel = parts[2]
-        if rel in self._watched or rel.startswith(f"{KNOWLEDGE_DIR}/") or rel == KNOWLEDGE_DIR:
-            self._generations[namespace] = self._generations.get(namespace, 0) + 1
-            self.generation += 1
+        shown = rel in self._watched or rel.startswith(f"{KNOWLEDGE_DIR}/") or rel == KNOWLEDGE_DIR
+        return namespace, shown
 
     async def _text(self, path: str, *, limit: int | None = MAX_TEXT_BYTES) -> str | None:
         """A text file, or None when it is missing or cannot be used.
