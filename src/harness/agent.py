@@ -298,19 +298,26 @@ class HarnessAgent:
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
         ctx = self._bind(ctx)
-        async with self._session_lock(ctx), self._lease(ctx):
-            memory, state = await self._restore(ctx)
-            try:
-                async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
-                    yield item
-            except ContextOverflowError as overflow:
-                if self.compaction is not None:
-                    raise  # compaction could not make it fit: said in the error's notes
-                msg = (
-                    f"the conversation no longer fits the model's context window ({overflow}); "
-                    "pass compaction=CompactionConfig() to summarize long history automatically"
-                )
-                raise ContextOverflowError(msg) from overflow
+        # The memory work the call leaves behind starts once it has returned (and let go of
+        # the session), not beside its last save.
+        held = self.maintenance.holding(ctx) if self.maintenance else contextlib.nullcontext()
+        with held:
+            async with self._session_lock(ctx), self._lease(ctx), self.sessions.holding(ctx):
+                memory, state = await self._restore(ctx)
+                try:
+                    async for item in self.delegate.stream(
+                        msgs, ctx=ctx, memory=memory, state=state
+                    ):
+                        yield item
+                except ContextOverflowError as overflow:
+                    if self.compaction is not None:
+                        raise  # compaction could not make it fit: said in the error's notes
+                    msg = (
+                        f"the conversation no longer fits the model's context window "
+                        f"({overflow}); pass compaction=CompactionConfig() to summarize long "
+                        "history automatically"
+                    )
+                    raise ContextOverflowError(msg) from overflow
 
     def interrupt(self) -> None:
         """Stop every running call; each raises :class:`~harness.errors.AgentInterrupted`."""
@@ -590,5 +597,5 @@ class HarnessAgent:
         if not self._checked:
             await asyncio.to_thread(self.workspace.check)
             self._checked = True
-        memory = await self.sessions.load(ctx)
-        return memory, await self.sessions.load_state(ctx)
+        # Two reads, side by side: the call waits for one round trip to the storage, not two.
+        return await asyncio.gather(self.sessions.load(ctx), self.sessions.load_state(ctx))

@@ -12,7 +12,8 @@ or worker continues the session as the one before it would have. A save appends 
 messages only grew and otherwise replaces the file atomically, so a crash leaves the old file or
 the new one.
 Calls on one session hold its lease (:mod:`harness.session.lease`), so a session has one
-writer at a time, across processes and workers.
+writer at a time, across processes and workers; the holder keeps the file open for its call
+(:meth:`SessionStore.holding`), so a step's append is one write, not a walk to the file.
 
 A damaged file is repaired on load, never silently shortened:
 
@@ -49,10 +50,11 @@ list is compared message by message, as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -60,6 +62,7 @@ from typing import Final, Literal
 from pydantic import ValidationError
 
 from harness.context import RuntimeContext
+from harness.filesystem import Appender
 from harness.kernel import History, Msg, SessionState, ToolResultBlock
 from harness.workspace import WorkspaceManager, session_dir
 
@@ -159,6 +162,23 @@ class SessionStore:
         self._unsynced: set[str] = set()
         self._known: dict[str, _Known] = {}
         self._states: dict[str, tuple[bytes, SessionState]] = {}
+        self._appenders: dict[str, Appender] = {}
+
+    @contextlib.asynccontextmanager
+    async def holding(self, ctx: RuntimeContext) -> AsyncIterator[None]:
+        """Keep the session's file open for appending while the block (a call) runs.
+
+        For the holder of the session's lease: each step's save is then one write to the file
+        already open (:meth:`~harness.filesystem.Storage.appender`), not a walk to it.
+        """
+        path = self.path(ctx)
+        appender = self._appenders[path] = self.workspace.appender(path)
+        try:
+            yield
+        finally:
+            if self._appenders.get(path) is appender:
+                del self._appenders[path]
+            await appender.aclose()
 
     def directory(self, ctx: RuntimeContext) -> str:
         """The workspace directory of the context's session: what one lease guards."""
@@ -274,7 +294,8 @@ class SessionStore:
         try:
             await self._save(path, source, rewrites, exclusive=exclusive)
             if path in self._unsynced and (self.fsync == "step" or (self.fsync and end)):
-                await self.workspace.sync(path)
+                appender = self._appenders.get(path)
+                await (appender.sync() if appender else self.workspace.sync(path))
                 self._unsynced.discard(path)
         except BaseException:
             # The write may have landed or not (a lost reply, a cancelled call): what the file
@@ -311,7 +332,8 @@ class SessionStore:
     async def _append(self, path: str, data: bytes) -> None:
         if self.fsync is not None:
             self._unsynced.add(path)
-        await self.workspace.append_bytes(path, data)
+        appender = self._appenders.get(path)
+        await (appender.append(data) if appender else self.workspace.append_bytes(path, data))
 
     async def _quarantine(self, path: str, bad: list[_BadLine]) -> None:
         """Copy unreadable lines beside the session before any save can drop them.
