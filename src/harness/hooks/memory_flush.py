@@ -58,7 +58,7 @@ class MemoryFlushHook(Hook):
     async def on_event(self, event: Event) -> None:
         ctx = event.ctx
         messages = list(event.memory)  # the conversation as this call ended it
-        self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages))
+        self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages), ctx=ctx)
 
     async def _record(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
         if self.flush is not None:

@@ -49,4 +49,5 @@ class MemoryMaintenanceHook(Hook):
         self.maintenance.schedule(
             session_key(ctx),
             lambda: self.maintenance.request_consolidation(ctx.user_id, done),
+            ctx=ctx,
         )

@@ -28,8 +28,8 @@ reason, a failed save is logged and noted on the original error.
 Priority 900, and last in the chain: it runs after every other hook has changed memory and
 state (compaction at 10 rewrites memory, workspace context at 900 sets the state of this step's
 prompt), so what is saved is what the model is shown and what the call ended with. The memory
-flush (5) only queues its work at PostCall; it runs in the background and writes memory files,
-never the session.
+flush (5) only queues its work at PostCall; it starts once the call has returned
+(:meth:`~harness.memory.MemoryMaintenance.holding`) and writes memory files, never the session.
 """
 
 from __future__ import annotations

@@ -26,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
+from harness.context import RuntimeContext
 from harness.kernel import ChatModel
 from harness.memory._files import read_limit, scan_workspace
 from harness.memory.config import Clock, MemoryConfig, utc_now
@@ -57,6 +58,9 @@ __all__ = ["Cleanup", "MaintenanceReport", "MemoryMaintenance", "sync_index"]
 
 Cleanup = Callable[[datetime], Awaitable[list[str]]]
 """Deletes what is old at the given time and returns the workspace paths it deleted."""
+
+Job = Callable[[], Awaitable[object]]
+"""A piece of background work: called once, when its turn in its queue comes."""
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +150,7 @@ class MemoryMaintenance:
             if model is not None
             else None
         )
-        self._jobs: asyncio.Queue[Callable[[], Awaitable[object]]] = asyncio.Queue()
+        self._jobs: asyncio.Queue[Job] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holders = 0
@@ -156,6 +160,7 @@ class MemoryMaintenance:
         self._catching_up: asyncio.Task[None] | None = None
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._held: dict[tuple[str | None, ...], list[tuple[str, Job]]] = {}
         self._key: tuple[Path, MemoryConfig, int] | None = None  # its entry in _running
 
     @classmethod
@@ -260,13 +265,43 @@ class MemoryMaintenance:
         self._jobs.put_nowait(lambda: self._consolidate(user_id, on_done))
         return True
 
-    def schedule(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+    @contextlib.contextmanager
+    def holding(self, ctx: RuntimeContext) -> Iterator[None]:
+        """Hold back the work a call of ``ctx``'s session schedules until the block ends.
+
+        The agent runs each call inside this block, so the memory work the call leaves behind
+        (its flush, its transcript, a consolidation request) starts once the call has returned,
+        instead of sharing the event loop and the worker threads with the end of the call (its
+        last save). Held work starts in the order it was scheduled, also when the call failed
+        or was cancelled. Keyed by agent, user and session: one call at a time holds a key
+        (the session's lease), so nothing is held for longer than its own call.
+        """
+        held = _call_of(ctx)
+        if held in self._held:  # an outer block holds the call's work, and will start it
+            yield
+            return
+        self._held[held] = []
+        try:
+            yield
+        finally:
+            for key, job in self._held.pop(held, []):
+                self._start(key, job)
+
+    def schedule(self, key: str, job: Job, *, ctx: RuntimeContext | None = None) -> None:
         """Run ``job`` in the background, after the jobs scheduled earlier under the same key.
 
         For the work a call leaves behind (its memory flush, its transcript): the call returns
         at once, jobs of one session run in order, and :meth:`settled` (which searches and
-        :meth:`release` await) waits for them.
+        :meth:`release` await) waits for them. Given the call's ``ctx``, a job scheduled while
+        that call runs starts when it returns (:meth:`holding`).
         """
+        held = self._held.get(_call_of(ctx)) if ctx is not None else None
+        if held is not None:
+            held.append((key, job))
+        else:
+            self._start(key, job)
+
+    def _start(self, key: str, job: Job) -> None:
         previous = self._chains.get(key)
 
         async def chained() -> None:
@@ -372,7 +407,7 @@ class MemoryMaintenance:
         while True:
             # asyncio.timeout, not wait_for: on Python 3.11, wait_for can swallow the
             # cancellation that stops the worker when a job arrives in the same loop step.
-            job: Callable[[], Awaitable[object]] | None = None
+            job: Job | None = None
             try:
                 async with asyncio.timeout(max(0.0, due - loop.time())):
                     job = await self._jobs.get()
@@ -467,3 +502,8 @@ class MemoryMaintenance:
                     await self.workspace.delete(path, user_id)
                     deleted.append(path)
         return pruned, expired
+
+
+def _call_of(ctx: RuntimeContext) -> tuple[str | None, ...]:
+    """Which session's call a context is: the agent, the user and the session."""
+    return (ctx.agent, ctx.user_id, ctx.session_id)

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from _models import FunctionModel
 
 from harness.compaction import ToolResultEvictionConfig, evictions_cleanup
@@ -249,3 +251,40 @@ async def test_agents_with_other_memory_models_or_settings_each_consolidate_with
             await running.release()
     assert first._worker is None
     assert second._worker is None
+
+
+async def test_work_a_call_schedules_starts_once_the_call_has_returned(workspace: Path) -> None:
+    """``holding``: a job scheduled with the call's context waits for the call's block to end
+    (failed or not), starts in order, and never waits for another session's call."""
+    from harness.context import RuntimeContext
+
+    maintenance = make(workspace, None)
+    ran: list[str] = []
+
+    def job(name: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            ran.append(name)
+
+        return run
+
+    ctx = RuntimeContext(session_id="s", user_id="ann", agent="bot")
+    other = RuntimeContext(session_id="t", user_id="ann", agent="bot")
+
+    async def failing_call() -> None:
+        with maintenance.holding(ctx):
+            maintenance.schedule("k", job("first"), ctx=ctx)
+            maintenance.schedule("k", job("second"), ctx=ctx)
+            maintenance.schedule("o", job("other session"), ctx=other)
+            await asyncio.sleep(0.01)
+            assert ran == ["other session"]
+            raise RuntimeError("the call failed")
+
+    with pytest.raises(RuntimeError, match="the call failed"):
+        await failing_call()
+    await maintenance.settled()
+    assert ran == ["other session", "first", "second"]
+
+    ran.clear()  # outside any call: at once
+    maintenance.schedule("k", job("later"), ctx=ctx)
+    await maintenance.settled()
+    assert ran == ["later"]
