@@ -10,9 +10,11 @@ File: with a workspace, every event of a call also becomes one record of
 :mod:`harness.observability.trace_file`; ``harness trace SESSION`` renders it). The records of
 a call are buffered and appended in one whole-record write when the call ends (PostCall or
 Error), so the loop never waits on storage between steps, and one call's records are
-contiguous in the file. A failed write is logged and never fails the call. A context overflow
-is a ``ContextOverflow`` record in its call; when compaction recovered, the forced
-``PostCompact`` and the step's second ``PreReasoning`` follow it.
+contiguous in the file. The write runs beside the hooks after this one (the session's last
+save) and the call returns once it is done (``PostCall.finishing``). A failed write is logged
+and never fails the call. A context overflow is a ``ContextOverflow`` record in its call; when
+compaction recovered, the forced ``PostCompact`` and the step's second ``PreReasoning`` follow
+it.
 
 Spans: with ``otel=True``, OpenTelemetry spans per call, reasoning step and tool call
 (:mod:`harness.observability.otel`).
@@ -32,6 +34,7 @@ Priority 0: it sees each event before any other hook has changed it. It never ch
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -276,7 +279,8 @@ class AgentTraceHook(Hook):
                 rec["inputs"] = call.inputs
                 rec["steps"] = sum(1 for r in call.records if r["event"] == "PostReasoning")
             del self._calls[event.call_id]
-            await self._write(event, call)
+            # Written beside the hooks after this one (the session's last save), not before.
+            event.finishing.append(asyncio.ensure_future(self._write(event, call)))
 
     def _record(self, event: Event, call: _Call | None) -> dict[str, Any]:
         rec: dict[str, Any] = {

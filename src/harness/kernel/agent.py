@@ -258,6 +258,8 @@ class ReActAgent:
             reply = await self._loop(call)
             post = PostCall(**call.about(), reply=reply)
             await self.hooks.dispatch(post)
+            if post.finishing:
+                await asyncio.gather(*post.finishing)
             return post.reply
         except asyncio.CancelledError as exc:
             if task in self._interrupting:
@@ -289,6 +291,8 @@ class ReActAgent:
         event = Error(**call.about(), error=error)
         try:
             await self.hooks.dispatch(event)
+            if event.finishing:
+                await asyncio.gather(*event.finishing)
         except Exception as hook_error:
             logger.exception("a hook failed while handling %r", error)
             error.add_note(f"while reporting this error, a hook failed: {hook_error!r}")

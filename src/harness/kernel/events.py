@@ -13,7 +13,11 @@ points where hooks change what happens next:
 - :class:`PostActing.result` replaces the tool result that memory keeps;
 - :class:`PostCall.reply` replaces the reply the caller receives;
 - :class:`ContextOverflow.recovered`, set by a hook that shrank ``memory`` after the provider
-  refused a request as too long, makes the agent try that step once more.
+  refused a request as too long, makes the agent try that step once more;
+- :class:`PostCall.finishing` (and :class:`Error.finishing`) takes work a hook has started
+  (a task) that the hooks after it need not wait for, but the call does: the trace's record
+  of the call is written while the session's last save runs, and the call returns once both
+  are done.
 
 ``memory`` is the conversation itself, and whatever a hook leaves in it is saved with the
 session: a hook changes it only where it means the change to last, at PreReasoning (which runs
@@ -30,6 +34,7 @@ in-place edit would leak into all of them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from harness.context import RuntimeContext
@@ -127,6 +132,8 @@ class PostCall(Event):
     """A call finished; ``reply`` (mutable) is what the caller receives."""
 
     reply: Msg
+    finishing: list[Awaitable[object]] = field(default_factory=list)
+    """Started work the call waits for after the last hook (a hook's failure if it raises)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -134,6 +141,8 @@ class Error(Event):
     """A call failed or was interrupted; the error is re-raised after the hooks ran."""
 
     error: BaseException
+    finishing: list[Awaitable[object]] = field(default_factory=list)
+    """Started work the call waits for after the last hook (a failure is noted on ``error``)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1036,3 +1036,41 @@ async def test_call_is_stream_consumed_events_memory_and_reply_alike() -> None:
     assert [m.model_dump(exclude=strip) for m in called.memory] == [
         m.model_dump(exclude=strip) for m in streamed.memory
     ]
+
+
+async def test_work_a_hook_leaves_at_post_call_runs_beside_later_hooks_and_ends_the_call() -> None:
+    """``PostCall.finishing``: a hook's started write does not hold back the hooks after it,
+    and the call returns only once the write is done (also for ``Error.finishing``)."""
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def write(name: str) -> None:
+        await release.wait()
+        order.append(f"{name} written")
+
+    class Starts(Hook):
+        priority = 0
+        events = (PostCall, Error)
+
+        async def on_event(self, event: Event) -> None:
+            assert isinstance(event, PostCall | Error)
+            event.finishing.append(asyncio.ensure_future(write(type(event).__name__)))
+
+    class Later(Hook):
+        priority = 10
+        events = (PostCall, Error)
+
+        async def on_event(self, event: Event) -> None:
+            order.append(f"{type(event).__name__} later hook")
+            release.set()  # the write could not finish before this hook ran
+
+    agent = ReActAgent(name="a", model=scripted({"text": "ok"}), hooks=[Starts(), Later()])
+    await agent.call("hi")
+    assert order == ["PostCall later hook", "PostCall written"]
+
+    order.clear()
+    release.clear()
+    failing = ReActAgent(name="b", model=scripted(), hooks=[Starts(), Later()])
+    with pytest.raises(ScriptExhaustedError):
+        await failing.call("hi")
+    assert order == ["Error later hook", "Error written"]
