@@ -23,6 +23,7 @@ user's namespace.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -120,6 +121,7 @@ _SHORTENED = "="
 safe set, and percent-encoding writes it as ``%3D``."""
 
 
+@functools.lru_cache(maxsize=4096)  # a call computes its session's paths many times
 def safe_segment(name: str) -> str:
     """Turn an id (user, session, agent) into one path segment, injectively.
 
