@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from harness.errors import PathOutsideWorkspace
+from harness.kernel import ToolFailure
 from harness.paths import normalize
 
 __all__ = ["tool_path"]
 
 
-def tool_path(path: str) -> tuple[str, str | None]:
+def tool_path(path: str) -> tuple[str, ToolFailure | None]:
     """``(workspace path, None)``, or ``("", error text)`` for an empty or escaping path.
 
     Tools answer a bad path with an error the model can act on rather than raising.
@@ -16,5 +17,5 @@ def tool_path(path: str) -> tuple[str, str | None]:
     try:
         rel = normalize(path)
     except PathOutsideWorkspace:
-        return "", f"Error: path traversal not allowed: {path}"
-    return rel, (None if rel else "Error: path is required")
+        return "", ToolFailure(f"Error: path traversal not allowed: {path}")
+    return rel, (None if rel else ToolFailure("Error: path is required"))

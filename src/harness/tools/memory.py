@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
+from harness.kernel import ToolFailure
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
@@ -70,7 +71,7 @@ class MemoryTools:
             limit: How many matches to return (default 10, at most 50).
         """
         if not query.strip():
-            return "No query provided"
+            return ToolFailure("No query provided")
         count = max(1, min(limit or DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT))
         index = self.maintenance.index if self.maintenance is not None else None
         if index is not None and self.maintenance is not None:
@@ -80,7 +81,7 @@ class MemoryTools:
             try:
                 found = await index.asearch(query, count, user_id=ctx.user_id)
             except HarnessError as exc:  # the message names the index and what to do
-                return f"Error: {exc}"
+                return ToolFailure(f"Error: {exc}")
             hits = [
                 (self._relative(h.path, ctx), h.line_number, h.last_line, h.content) for h in found
             ]
@@ -109,18 +110,20 @@ class MemoryTools:
         if error is not None:
             return error
         if not _MEMORY_FILE.match(rel):
-            return f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
+            return ToolFailure(
+                f"Error: memory_get reads only MEMORY.md and memory/*.md, not {path}"
+            )
         try:  # strict: the model is told why a file it can repair cannot be read
             found = await self.workspace.get_bytes(rel, ctx.user_id, limit=MAX_TEXT_BYTES)
         except HarnessError as exc:  # a link out of the workspace, say: said of the path
-            return f"Error: {exc}"
+            return ToolFailure(f"Error: {exc}")
         text = found[0].decode("utf-8", errors="replace") if found is not None else ""
         if not text:
-            return f"Error: file not found: {path}"
+            return ToolFailure(f"Error: file not found: {path}")
         lines = text.splitlines()
         first = max(start_line or 1, 1)
         if first > len(lines):
-            return f"Error: start_line {first} exceeds file length {len(lines)}"
+            return ToolFailure(f"Error: start_line {first} exceeds file length {len(lines)}")
         last = min(end_line or len(lines), len(lines), first + MAX_GET_LINES - 1)
         numbered = [f"{n}|{lines[n - 1]}" for n in range(first, last + 1)]
         if last < len(lines) and end_line is None:
@@ -137,7 +140,7 @@ class MemoryTools:
         """
         fact = " ".join(fact.split())
         if not fact:
-            return "Error: fact is empty"
+            return ToolFailure("Error: fact is empty")
         if target is None or target.strip().lower() in ("", "daily"):
             now = self.clock()
             stamp = now.astimezone(UTC).isoformat(timespec="seconds")
@@ -149,11 +152,13 @@ class MemoryTools:
             return f"Saved to {rel}"
         file, _, section = target.partition("#")
         if file.strip().lstrip("/") != MEMORY_MD:
-            return f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
+            return ToolFailure(
+                f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
+            )
         section = section.strip() or "Notes"
         if not section.isprintable() or section.startswith("#"):
             # A line break would write headings of the model's choosing into MEMORY.md.
-            return (
+            return ToolFailure(
                 f"Error: the section of {target!r} must be one line of plain text without a "
                 'leading "#", e.g. "MEMORY.md#Preferences"'
             )

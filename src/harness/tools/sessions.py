@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from harness.context import RuntimeContext
+from harness.kernel import ToolFailure
 from harness.memory.transcript import SESSIONS_INDEX, sessions_dir
 from harness.workspace import WorkspaceManager, safe_segment
 
@@ -49,7 +50,7 @@ class SessionTools:
         """
         words = [w.lower() for w in re.findall(r"\w+", query)]
         if not words:
-            return "No query provided"
+            return ToolFailure("No query provided")
         limit = max(1, min(max_results or 10, 50))
         matches: list[tuple[str, str, str, str, str]] = []
         for info in await self.workspace.list_own(self.directory, ctx.user_id):
@@ -100,7 +101,7 @@ class SessionTools:
         path = f"{self.directory}/{safe_segment(session_id)}.jsonl"
         entries = await self._entries(path, ctx)
         if not entries:
-            return f"Session not found: {session_id}"
+            return ToolFailure(f"Session not found: {session_id}")
         shown = entries[-max(1, min(last_n or 20, 200)) :]
         lines = [f"[{e['role'].upper()}]: {_preview(e['content'], HISTORY_PREVIEW)}" for e in shown]
         header = f"Session {session_id} ({len(entries)} total messages, showing last {len(shown)}):"

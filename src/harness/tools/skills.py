@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.filesystem.base import IsolationScope
+from harness.kernel import ToolFailure
 from harness.skills import Skill, SkillRepository
 from harness.workspace import user_prefix
 
@@ -77,8 +78,8 @@ class SkillTools:
         if skill is not None:
             return format_skill(skill, self.repository.workspace.backend.scope)
         if not skills:
-            return "Error: there are no skills in this workspace"
+            return ToolFailure("Error: there are no skills in this workspace")
         available = ", ".join(skills)
         if not wanted:
-            return f"Error: name is required; available skills: {available}"
-        return f"Error: no skill named {wanted!r}; available skills: {available}"
+            return ToolFailure(f"Error: name is required; available skills: {available}")
+        return ToolFailure(f"Error: no skill named {wanted!r}; available skills: {available}")

@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import HarnessError
+from harness.kernel import ToolFailure
 from harness.mcp.config import TOOL_SEPARATOR
 from harness.options import AgentOptions, child_options
 from harness.subagents.children import SPAWN_DEPTH_KEY, SubagentAgent, close_child, spawn_depth
@@ -166,23 +167,25 @@ class SubagentTools:
                 it in the background and returns a task_id at once.
         """
         if not agent_id or not agent_id.strip():
-            return "Error: agent_id is required"
+            return ToolFailure("Error: agent_id is required")
         depth = spawn_depth(ctx) + 1
         if depth > self.config.max_depth:
-            return f"Error: Maximum spawn depth exceeded (max={self.config.max_depth})"
+            return ToolFailure(f"Error: Maximum spawn depth exceeded (max={self.config.max_depth})")
         entries = await self.catalog.entries(ctx.user_id)
         declaration = entries.get(agent_id.strip())
         if declaration is None:
             available = ", ".join(entries) or "none"
-            return f"Error: Unknown agent_id: {agent_id}. Available agent ids: {available}"
+            return ToolFailure(
+                f"Error: Unknown agent_id: {agent_id}. Available agent ids: {available}"
+            )
         registry = await self._registry(ctx, reload=True)
         label = label.strip() if label and label.strip() else None
         if label is not None and label.lower() in registry.by_label:
-            return f"Error: Label already in use: {label}"
+            return ToolFailure(f"Error: Label already in use: {label}")
         try:
             agent = build_child(declaration, self.options, self.make_agent)
         except HarnessError as exc:
-            return f"Error: could not start subagent {declaration.name!r}: {exc}"
+            return ToolFailure(f"Error: could not start subagent {declaration.name!r}: {exc}")
         suffix = uuid.uuid4().hex[:16]
         child = _Child(
             key=f"agent:{declaration.name}:{suffix}",
@@ -209,7 +212,9 @@ class SubagentTools:
         )
         if task is None or not task.strip():
             return f"{header}\nstatus: accepted"
-        return f"{header}\n{await self._run(child, ctx, task, timeout_seconds, header=True)}"
+        result = await self._run(child, ctx, task, timeout_seconds, header=True)
+        answer = f"{header}\n{result}"  # a failed child is a failed call (``is_error``)
+        return ToolFailure(answer) if isinstance(result, ToolFailure) else answer
 
     async def agent_send(
         self,
@@ -230,16 +235,16 @@ class SubagentTools:
                 it in the background and returns a task_id at once.
         """
         if agent_key and label:
-            return "Error: Provide either agent_key or label, not both."
+            return ToolFailure("Error: Provide either agent_key or label, not both.")
         if not agent_key and not label:
-            return "Error: Either agent_key or label is required."
+            return ToolFailure("Error: Either agent_key or label is required.")
         if not message or not message.strip():
-            return "Error: message is required"
+            return ToolFailure("Error: message is required")
         child = self._find(await self._registry(ctx), agent_key, label)
         if child is None:  # perhaps started by another worker since this one last looked
             child = self._find(await self._registry(ctx, reload=True), agent_key, label)
         if child is None:
-            return (
+            return ToolFailure(
                 f"Error: Unknown label: {label}"
                 if label
                 else f"Error: Unknown agent_key: {agent_key}"
@@ -324,7 +329,7 @@ class SubagentTools:
         try:
             agent = await self._agent(child, ctx)
         except HarnessError as exc:
-            return f"Error: cannot continue {child.key}: {exc}"
+            return ToolFailure(f"Error: cannot continue {child.key}: {exc}")
 
         async def turn() -> str:
             return (await agent.call(text, ctx=child_ctx)).text
@@ -352,7 +357,9 @@ class SubagentTools:
             raise
         except Exception as exc:
             message = str(exc) or type(exc).__name__
-            return f"status: error\nerror: {message}" if header else f"Error: {message}"
+            return ToolFailure(
+                f"status: error\nerror: {message}" if header else f"Error: {message}"
+            )
         ok = f"status: ok\nreply:\n{reply}"
         return ok if header else f"agent_key: {child.key}\n{ok}"
 

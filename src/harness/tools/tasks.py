@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from harness.context import RuntimeContext
+from harness.kernel import ToolFailure
 from harness.subagents.tasks import TaskRecord, TaskRepository, TaskStatus
 
 __all__ = ["TaskTools", "format_task", "format_time"]
@@ -72,10 +73,10 @@ class TaskTools:
             timeout_ms: How long to wait, in milliseconds (default 30000, at most 600000).
         """
         if not task_id or not task_id.strip():
-            return "Error: task_id is required"
+            return ToolFailure("Error: task_id is required")
         record = await self.tasks.get(task_id.strip(), ctx.user_id)
         if record is None:
-            return f"Error: No background task found with ID: {task_id}"
+            return ToolFailure(f"Error: No background task found with ID: {task_id}")
         if block is not False and not record.status.terminal:
             wait_ms = DEFAULT_WAIT_MS if timeout_ms is None else min(timeout_ms, MAX_WAIT_MS)
             wait_ms = max(0, wait_ms)
@@ -89,10 +90,10 @@ class TaskTools:
             task_id: The task to stop.
         """
         if not task_id or not task_id.strip():
-            return "Error: task_id is required"
+            return ToolFailure("Error: task_id is required")
         record = await self.tasks.get(task_id.strip(), ctx.user_id)
         if record is None:
-            return f"Error: No background task found with ID: {task_id}"
+            return ToolFailure(f"Error: No background task found with ID: {task_id}")
         if record.status.terminal:
             return (
                 f"task_id: {record.task_id}\nstatus: {record.status.value}\n"
@@ -114,7 +115,7 @@ class TaskTools:
         wanted = (status or "all").strip().lower()
         if wanted not in ("all", *TaskStatus):
             choices = ", ".join(["all", *TaskStatus])
-            return f"Error: unknown status '{status}'; use one of: {choices}"
+            return ToolFailure(f"Error: unknown status '{status}'; use one of: {choices}")
         only = None if wanted == "all" else TaskStatus(wanted)
         records = await self.tasks.records(ctx.user_id, status=only)
         if not records:
