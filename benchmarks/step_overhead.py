@@ -24,7 +24,9 @@ more (half as many pairs) price ``session_fsync="step"`` and ``"turn"``: the ses
 the disk before every request, or at the end of every call (``docs/durability.md``); what that
 costs depends on the disk under the temporary directory.
 
-Target: the harness's per-step cost <= 1.5x the bare agent's and <= 2 ms.
+Targets (issue 28, in one run): the harness's per-step cost <= 8x the bare agent's, and a
+2-step turn (the per-call cost plus two steps) <= 2.5 ms. Both agents' figures are printed with
+their ratio; on a shared machine quote the medians of a few runs.
 
     .venv/bin/python benchmarks/step_overhead.py [--pairs 50]
 """
@@ -194,13 +196,11 @@ def main() -> None:
     print(f"{steps} reasoning steps per agent, {HISTORY}-message history, zero-latency model")
     print(f"bare ReActAgent (baseline): {bare_step:.3f} ms/step, {bare_call:.3f} ms/call")
     print(f"HarnessAgent with hooks:    {harness_step:.3f} ms/step, {harness_call:.3f} ms/call")
+    print(f"ratio harness/bare per step: {harness_step / bare_step:.2f}x (target <= 8x)")
+    bare_turn, harness_turn = bare_call + 2 * bare_step, harness_call + 2 * harness_step
     print(
-        f"ratio harness/bare per step: {harness_step / bare_step:.2f}x "
-        "(target <= 1.5x and <= 2 ms/step)"
-    )
-    print(
-        f"a 2-step turn: bare {bare_call + 2 * bare_step:.3f} ms, "
-        f"harness {harness_call + 2 * harness_step:.3f} ms"
+        f"a 2-step turn: bare {bare_turn:.3f} ms, harness {harness_turn:.3f} ms "
+        f"({harness_turn / bare_turn:.2f}x bare; target <= 2.5 ms)"
     )
     long_bare_step, long_bare_call = split(long_timings["bare"])
     long_step, long_call = split(long_timings["harness"])
