@@ -5,6 +5,15 @@ Usable without the rest of Harness; it depends only on :mod:`harness.errors` and
 """
 
 from harness.kernel.agent import DEFAULT_MAX_ITERS, ReActAgent, new_call_id
+from harness.kernel.decisions import (
+    LOST_RESULT,
+    Decision,
+    Defer,
+    Run,
+    Substitute,
+    lost_result,
+    unanswered_calls,
+)
 from harness.kernel.events import (
     ContextOverflow,
     Error,
@@ -17,6 +26,7 @@ from harness.kernel.events import (
     PreCall,
     PreCompact,
     PreReasoning,
+    ToolDecision,
 )
 from harness.kernel.history import History
 from harness.kernel.hooks import DEFAULT_HOOK_PRIORITY, Hook, HookChain, HookHost
@@ -67,12 +77,15 @@ __all__ = [
     "DEFAULT_HOOK_PRIORITY",
     "DEFAULT_MAX_ITERS",
     "INVALID_ARGUMENTS_KEY",
+    "LOST_RESULT",
     "SYNTHETIC",
     "ChatChunk",
     "ChatModel",
     "ChatResponse",
     "ContentBlock",
     "ContextOverflow",
+    "Decision",
+    "Defer",
     "Error",
     "Event",
     "History",
@@ -93,13 +106,16 @@ __all__ = [
     "ReActAgent",
     "Reply",
     "Role",
+    "Run",
     "SessionState",
     "StreamItem",
+    "Substitute",
     "TextBlock",
     "TextDelta",
     "ThinkingBlock",
     "ThinkingDelta",
     "Tool",
+    "ToolDecision",
     "ToolFailure",
     "ToolFinished",
     "ToolResultBlock",
@@ -111,10 +127,12 @@ __all__ = [
     "as_messages",
     "complete",
     "drop_unanswered_tail",
+    "lost_result",
     "new_call_id",
     "new_id",
     "report",
     "storable",
+    "unanswered_calls",
     "usage_fields",
     "written_by_harness",
 ]

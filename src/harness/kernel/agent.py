@@ -33,8 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.context import RuntimeContext
-from harness.errors import AgentInterrupted, ContextOverflowError, ModelError
+from harness.errors import (
+    AgentInterrupted,
+    ApprovalsPending,
+    CallPaused,
+    ContextOverflowError,
+    ModelError,
+    TurnNotSaved,
+)
 from harness.kernel.cancelling import cancel_and_wait
+from harness.kernel.decisions import Decision, Defer, Run, lost_result, unanswered_calls
 from harness.kernel.events import (
     ContextOverflow,
     Error,
@@ -45,11 +53,14 @@ from harness.kernel.events import (
     PreActing,
     PreCall,
     PreReasoning,
+    ToolDecision,
 )
 from harness.kernel.hooks import Hook, HookChain
 from harness.kernel.message import (
     SYNTHETIC,
     Msg,
+    TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     as_messages,
     drop_unanswered_tail,
@@ -253,8 +264,15 @@ class ReActAgent:
         call = _Call(new_call_id(), self.name, ctx, memory, state, emit)
         streaming = STREAM.set(emit)
         try:
-            memory.extend(inputs)
+            # Tool calls left unanswered by the previous call (paused for an approval) are
+            # decided first, before the input joins the conversation and before the model is
+            # asked anything (kernel/decisions.py).
+            waiting = unanswered_calls(memory)
+            if not waiting:
+                memory.extend(inputs)
             await self.hooks.dispatch(PreCall(**call.about(), inputs=inputs))
+            if waiting:
+                await self._resume(call, waiting, inputs)
             reply = await self._loop(call)
             post = PostCall(**call.about(), reply=reply)
             await self.hooks.dispatch(post)
@@ -282,10 +300,11 @@ class ReActAgent:
 
         Memory keeps what the call completed (the input and every finished turn) but not an
         assistant turn whose tool calls never got results, so the conversation stays valid for
-        the next request.
+        the next request; except when the call paused (:class:`CallPaused`): the turn then
+        waits, with its calls, for the decisions the next call starts with.
         """
         memory = call.memory
-        kept = drop_unanswered_tail(memory)
+        kept = memory if isinstance(error, CallPaused) else drop_unanswered_tail(memory)
         if len(kept) < len(memory):  # a prefix of it: only a shorter one is a change
             memory[:] = kept
         event = Error(**call.about(), error=error)
@@ -294,6 +313,8 @@ class ReActAgent:
             if event.finishing:
                 await asyncio.gather(*event.finishing)
         except Exception as hook_error:
+            if isinstance(error, CallPaused) and isinstance(hook_error, TurnNotSaved):
+                raise hook_error from error  # a pause nobody can resume is a failure
             logger.exception("a hook failed while handling %r", error)
             error.add_note(f"while reporting this error, a hook failed: {hook_error!r}")
 
@@ -391,11 +412,43 @@ class ReActAgent:
         await self.hooks.dispatch(event)
         return event.recovered
 
-    async def _act_all(self, call: _Call, uses: list[ToolUseBlock]) -> None:
-        if self.parallel_tools and len(uses) > 1:
-            tasks = [asyncio.create_task(self._act(call, use)) for use in uses]
+    async def _resume(self, call: _Call, waiting: list[ToolUseBlock], inputs: list[Msg]) -> None:
+        """Decide the calls the previous call left waiting; then the input joins memory."""
+        try:
+            await self._act_all(call, waiting, resumed=True)
+        except CallPaused as paused:
+            if not inputs:
+                raise
+            msg = (
+                f"{len(paused.pending)} tool call(s) of this session wait for a decision; the "
+                "new message was not accepted: decide them and continue the session first"
+            )
+            raise ApprovalsPending(msg, pending=paused.pending) from None
+        call.memory.extend(inputs)
+
+    async def _act_all(
+        self, call: _Call, uses: list[ToolUseBlock], *, resumed: bool = False
+    ) -> None:
+        """Decide every call of the step, run those that run, then pause if any must wait."""
+        decided: list[Decision] = []
+        for use in uses:
+            event = ToolDecision(
+                **call.about(),
+                tool_call=use,
+                decision=lost_result(use) if resumed else Run(),
+                resumed=resumed,
+            )
+            await self.hooks.dispatch(event)
+            decided.append(event.decision)
+        running = [
+            (index, use, decision)
+            for index, (use, decision) in enumerate(zip(uses, decided, strict=True))
+            if isinstance(decision, Run)
+        ]
+        if self.parallel_tools and len(running) > 1:
+            tasks = [asyncio.create_task(self._act(call, use, run)) for _, use, run in running]
             try:
-                results = await asyncio.gather(*tasks)
+                ran = await asyncio.gather(*tasks)
             except BaseException:
                 # gather leaves the other calls running when one fails; none may outlive the call.
                 for task in tasks:
@@ -403,16 +456,34 @@ class ReActAgent:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
         else:
-            results = [await self._act(call, use) for use in uses]
-        call.memory.extend(results)
+            ran = [await self._act(call, use, run) for _, use, run in running]
+        results = dict(zip([index for index, _, _ in running], ran, strict=True))
+        deferred: list[Defer] = []
+        for index, (use, decision) in enumerate(zip(uses, decided, strict=True)):
+            if isinstance(decision, Defer):
+                deferred.append(decision)
+            elif isinstance(decision, Run):
+                call.memory.append(results[index])
+            else:  # answered without running
+                given = storable(decision.result.model_copy(update={"id": use.id}))
+                if call.emit is not None:
+                    call.emit(ToolFinished(given))
+                call.memory.append(Msg.tool_result(given))
+        if deferred:
+            msg = f"{len(deferred)} tool call(s) wait for a decision before they run"
+            raise CallPaused(msg, pending=[dict(d.request) for d in deferred])
 
-    async def _act(self, call: _Call, use: ToolUseBlock) -> Msg:
+    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg:
         ctx, emit = call.ctx, call.emit
+        if run.arguments is not None:  # the tool runs with what a reviewer gave, not the model
+            use = use.model_copy(update={"input": dict(run.arguments)})
         await self.hooks.dispatch(PreActing(**call.about(), tool_call=use))
         if emit is not None:
             emit(ToolStarted(use))
         started = time.perf_counter()
         result = await self.toolkit.call(use, ctx)
+        if run.note:
+            result = _noted(result, run.note)
         event = PostActing(
             **call.about(),
             tool_call=use,
@@ -424,6 +495,13 @@ class ReActAgent:
         if emit is not None:
             emit(ToolFinished(result))
         return Msg.tool_result(result)
+
+
+def _noted(result: ToolResultBlock, note: str) -> ToolResultBlock:
+    """A result with a line said after the tool's output."""
+    if isinstance(result.output, str):
+        return result.model_copy(update={"output": f"{result.output}\n\n[{note}]"})
+    return result.model_copy(update={"output": [*result.output, TextBlock(text=f"[{note}]")]})
 
 
 def _step_report(step: int, message: Msg, response: ChatResponse, latency: float) -> dict[str, Any]:

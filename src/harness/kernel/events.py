@@ -10,6 +10,8 @@ points where hooks change what happens next:
 - :class:`PreReasoning.messages` is rebuilt from memory for every step, so whatever a hook puts
   there (a system-prompt section, a trimmed history) is seen by this one model call and never
   written back into memory;
+- :class:`ToolDecision.decision` runs a tool call, answers it without running it, or makes the
+  call pause before it (:mod:`harness.kernel.decisions`);
 - :class:`PostActing.result` replaces the tool result that memory keeps;
 - :class:`PostCall.reply` replaces the reply the caller receives;
 - :class:`ContextOverflow.recovered`, set by a hook that shrank ``memory`` after the provider
@@ -38,6 +40,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from harness.context import RuntimeContext
+from harness.kernel.decisions import Decision
 from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import ToolSchema, Usage
 from harness.kernel.state import SessionState
@@ -54,6 +57,7 @@ __all__ = [
     "PreCall",
     "PreCompact",
     "PreReasoning",
+    "ToolDecision",
 ]
 
 
@@ -70,7 +74,11 @@ class Event:
 
 @dataclass(slots=True, kw_only=True)
 class PreCall(Event):
-    """A call starts; ``inputs`` are already appended to memory."""
+    """A call starts; ``inputs`` are already appended to memory.
+
+    Except when the previous call left tool calls waiting (paused): ``inputs`` join memory
+    once those are decided, right after this event (:mod:`harness.kernel.decisions`).
+    """
 
     inputs: list[Msg]
 
@@ -109,6 +117,21 @@ class PostReasoning(Event):
     model: str
     usage: Usage | None
     latency_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolDecision(Event):
+    """What happens to a tool call, decided before any tool of its step runs (mutable).
+
+    ``decision`` starts as :class:`~harness.kernel.Run` for a call the model just made, and as
+    a lost result for one found unanswered when the call started (``resumed``); a hook may set
+    it to run (with other arguments), to a result given instead, or to wait
+    (:mod:`harness.kernel.decisions`).
+    """
+
+    tool_call: ToolUseBlock
+    decision: Decision
+    resumed: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

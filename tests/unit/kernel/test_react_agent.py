@@ -503,6 +503,7 @@ async def test_event_sequence_all_carrying_the_calls_context() -> None:
         "PreCall",
         "PreReasoning",
         "PostReasoning",
+        "ToolDecision",
         "PreActing",
         "PostActing",
         "PreReasoning",
@@ -930,8 +931,8 @@ async def test_per_call_memory_keeps_concurrent_conversations_apart() -> None:
         "assistant: Hi Bob.",
     ]
     assert agent.memory == []
-    assert [event.ctx is alice_ctx for event in log.seen].count(True) == 8
-    assert [event.ctx is bob_ctx for event in log.seen].count(True) == 8
+    assert [event.ctx is alice_ctx for event in log.seen].count(True) == 9
+    assert [event.ctx is bob_ctx for event in log.seen].count(True) == 9
     for event in log.seen:
         expected = alice_memory if event.ctx is alice_ctx else bob_memory
         assert event.memory is expected
