@@ -4,8 +4,8 @@ result (``is_error``), as the file tools' are (``test_refusals_are_errors.py``).
 The tools are the ones a default :class:`~harness.HarnessAgent` registers, so a tool added later
 is drawn too. Arguments come from each tool's own schema, with the values that make tools refuse
 (empty, blank, unknown ids, escaping paths, malformed targets, out-of-range numbers). The
-property: a result reads as a refusal (``Error: ...``, a failed child's ``status: error``, or
-one of the original's two refusal texts) exactly when it is marked ``is_error``.
+property: a result reads as a refusal (``Error: ...``, a failed child's ``status: error`` line,
+or one of the original's two refusal texts) exactly when it is marked ``is_error``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from harness.tools import FilesystemTools
 
 ALICE = RuntimeContext(session_id="s1", user_id="alice")
 
-REFUSAL_PREFIXES = ("Error:", "status: error")
 ORIGINAL_REFUSALS = ("No query provided", "Session not found: ")
 """The original's refusal texts, kept as they were and marked as errors."""
 
@@ -105,11 +104,14 @@ def test_a_harness_tool_result_is_an_error_exactly_when_it_refuses(
         try:
             name, arguments = data.draw(_call(toolkit))
             async with asyncio.timeout(30):
-                result = await toolkit.call(ToolUseBlock(id="c1", name=name, input=arguments), ALICE)
+                result = await toolkit.call(
+                    ToolUseBlock(id="c1", name=name, input=arguments), ALICE
+                )
             return result.text, result.is_error
         finally:
             await agent.aclose()
 
     text, is_error = asyncio.run(run())
-    refuses = text.startswith(REFUSAL_PREFIXES) or text.startswith(ORIGINAL_REFUSALS)
+    header = text.split("\nreply:\n", 1)[0].splitlines()  # a child's reply is not the header
+    refuses = text.startswith(("Error:", *ORIGINAL_REFUSALS)) or "status: error" in header
     assert refuses == is_error, (text, is_error)
