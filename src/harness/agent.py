@@ -16,11 +16,21 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
+from harness.approvals import (
+    ApprovalGate,
+    ApprovalPolicy,
+    ApprovalRule,
+    DecisionKind,
+    PendingApproval,
+    ReviewerDecision,
+    ledger_for,
+)
+from harness.approvals.policy import marked
 from harness.compaction import (
     DEFAULT_TOOL_RESULT_EVICTION,
     CompactionConfig,
@@ -29,11 +39,12 @@ from harness.compaction import (
     evictions_cleanup,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ConfigError, ContextOverflowError
+from harness.errors import ConfigError, ContextOverflowError, UnknownApproval
 from harness.filesystem.base import AbstractFilesystem, FileTools, ManagedFilesystem
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
     AgentTraceHook,
+    ApprovalHook,
     CompactionHook,
     MemoryFlushHook,
     MemoryMaintenanceHook,
@@ -148,6 +159,7 @@ class HarnessAgent:
         session_wait: float = DEFAULT_SESSION_WAIT,
         session_leases: SessionLeases | None = None,
         session_fsync: SessionFsync = None,
+        approvals: ApprovalPolicy | Mapping[str, ApprovalRule | bool] | Iterable[str] | None = None,
     ) -> None:
         # The keywords are the options' fields, so the value is made from the arguments as
         # they came (tests/unit/test_options.py holds the signature and the fields equal).
@@ -216,6 +228,7 @@ class HarnessAgent:
         self.compactor: ConversationCompactor | None = None
         self.tasks: TaskRepository | None = None
         self.subagents: SubagentsHook | None = None  # holds the subagent tools, for direct use
+        self.approvals: ApprovalGate | None = None
         # One line per capability. The chain runs hooks by their own priority (each hook's
         # module says why it is what it is); this order breaks ties and orders the tools.
         chain: list[Hook] = [
@@ -238,6 +251,7 @@ class HarnessAgent:
             *self._skills(options.skills and (allowed is None or "load_skill" in allowed)),
             *user_hooks,
             *self._workspace_context(options.workspace_context, memory),
+            *self._gating(ApprovalPolicy.of(options.approvals), user_tools, options.store),
             SessionPersistenceHook(self.sessions),
         ]
         # The hooks built here, closed with the agent; the caller's own hooks stay the caller's.
@@ -322,6 +336,57 @@ class HarnessAgent:
     def interrupt(self) -> None:
         """Stop every running call; each raises :class:`~harness.errors.AgentInterrupted`."""
         self.delegate.interrupt()
+
+    async def pending_approvals(self, ctx: RuntimeContext | None = None) -> list[PendingApproval]:
+        """The tool calls of the context's session that wait for a decision, oldest first."""
+        if self.approvals is None:
+            return []
+        return await self.approvals.pending(self.sessions.directory(self._bind(ctx)))
+
+    async def resume(
+        self,
+        decisions: Mapping[str, ReviewerDecision | DecisionKind] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        by: str | None = None,
+    ) -> Msg:
+        """Record decisions on the session's pending approvals, then continue its turn.
+
+        ``decisions`` maps approval ids (:class:`~harness.errors.CallPaused`'s ``pending``) to
+        a :class:`~harness.approvals.ReviewerDecision` or just ``"approve"`` / ``"reject"``.
+        The calls decided run (once) or get their results, and the turn goes on from there,
+        in this process or any other; it raises :class:`~harness.errors.CallPaused` again
+        while a call still waits.
+
+        Raises:
+            UnknownApproval: The session has no pending approval of an id given.
+            ApprovalConflict: An approval was already decided otherwise.
+            ValueError: A decision its rule does not allow.
+        """
+        ctx = self._bind(ctx)
+        if decisions:
+            await self.decide(decisions, ctx=ctx, by=by)
+        return await self.call(None, ctx=ctx)
+
+    async def decide(
+        self,
+        decisions: Mapping[str, ReviewerDecision | DecisionKind],
+        *,
+        ctx: RuntimeContext | None = None,
+        by: str | None = None,
+    ) -> None:
+        """Record decisions without continuing the turn (:meth:`resume` does both).
+
+        Raises as :meth:`resume` does; nothing is recorded unless every decision is valid.
+        """
+        if self.approvals is None:
+            msg = "this agent has no approvals to decide (no approvals= and no gated tool)"
+            raise UnknownApproval(msg)
+        given = {
+            ident: d if isinstance(d, ReviewerDecision) else ReviewerDecision(d)
+            for ident, d in decisions.items()
+        }
+        await self.approvals.record(self.sessions.directory(self._bind(ctx)), given, by=by)
 
     async def aclose(self) -> None:
         """Stop background work and release what the agent owns.
@@ -507,6 +572,15 @@ class HarnessAgent:
         )
         return [self.subagents]
 
+    def _gating(
+        self, policy: ApprovalPolicy | None, tools: Sequence[Tool], store: BaseStore | None
+    ) -> list[Hook]:
+        """Approvals: the operator's gates, and tools that say they need one."""
+        if policy is None and not any(marked(tool.func) for tool in tools):
+            return []
+        self.approvals = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace, store))
+        return [ApprovalHook(self.approvals, self.sessions.directory)]
+
     def _skills(self, enabled: bool) -> list[Hook]:
         """The workspace's skills, listed in the system prompt."""
         return [SkillsHook(self.workspace)] if enabled else []
@@ -597,5 +671,11 @@ class HarnessAgent:
         if not self._checked:
             await asyncio.to_thread(self.workspace.check)
             self._checked = True
+        # Calls waiting for approval stay unanswered for the call that decides them.
+        waiting = (
+            await self.approvals.waiting(self.sessions.directory(ctx)) if self.approvals else ()
+        )
         # Two reads, side by side: the call waits for one round trip to the storage, not two.
-        return await asyncio.gather(self.sessions.load(ctx), self.sessions.load_state(ctx))
+        return await asyncio.gather(
+            self.sessions.load(ctx, waiting=waiting), self.sessions.load_state(ctx)
+        )

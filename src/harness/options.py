@@ -21,11 +21,12 @@ to change.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from harness.approvals import ApprovalPolicy, ApprovalRule
 from harness.compaction import (
     DEFAULT_TOOL_RESULT_EVICTION,
     CompactionConfig,
@@ -121,6 +122,11 @@ class AgentOptions:
             loss and not only a crash: ``"step"`` before every model request, ``"turn"`` at
             the end of every call, None (the default) never beyond what a rewrite does
             (:data:`~harness.session.SessionFsync`, ``docs/durability.md``).
+        approvals: Tool calls that wait for a person before they run (``docs/approvals.md``):
+            an :class:`~harness.approvals.ApprovalPolicy`, ``{tool name or pattern:
+            ApprovalRule() or True}``, or a list of tool names. Tools marked with
+            :func:`~harness.approvals.requires_approval` wait with or without it. Kept as the
+            policy it stands for.
     """
 
     model: ChatModel | str
@@ -149,8 +155,10 @@ class AgentOptions:
     session_wait: float = DEFAULT_SESSION_WAIT
     session_leases: SessionLeases | None = None
     session_fsync: SessionFsync = None
+    approvals: ApprovalPolicy | Mapping[str, ApprovalRule | bool] | Iterable[str] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "approvals", ApprovalPolicy.of(self.approvals))
         tools = self.tools.tools if isinstance(self.tools, Toolkit) else self.tools
         object.__setattr__(self, "tools", tuple(tools))
         object.__setattr__(self, "hooks", tuple(self.hooks))

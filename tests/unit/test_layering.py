@@ -80,7 +80,7 @@ LAYERS = (
     ("models", "stores", "sections"),
     ("filesystem",),
     ("workspace",),
-    ("session", "skills", "observability", "mcp", "memory"),
+    ("session", "skills", "observability", "mcp", "memory", "approvals"),
     ("compaction",),
     ("subagents",),
     ("options",),

@@ -33,6 +33,7 @@ PACKAGES = [
     "harness.mcp",
     "harness.observability",
     "harness.serve",
+    "harness.approvals",
 ]
 
 

@@ -1,5 +1,6 @@
 """The harness's built-in hooks, one module each; each module says its priority and why."""
 
+from harness.hooks.approvals import ApprovalHook
 from harness.hooks.compaction import CompactionHook
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_REFRESH_SECONDS",
     "DEFAULT_WORKSPACE_CONTEXT",
     "AgentTraceHook",
+    "ApprovalHook",
     "CompactionHook",
     "MemoryFlushHook",
     "MemoryMaintenanceHook",

@@ -7,7 +7,9 @@ the model is about to be shown is on record before it is shown. So a process kil
 middle of a long call (SIGKILL, a crash, the machine going away) keeps everything completed
 before the kill; saves of a grown conversation only append. On PostCall it saves the reply.
 On Error (a failed or interrupted call) it saves what was accepted: the user's input and every
-completed turn. The agent has already dropped an assistant turn whose tool calls never got their
+completed turn; for a paused call (:class:`~harness.errors.CallPaused`), also the model's turn
+whose calls wait for approval, and a save that fails then is a failure (``TurnNotSaved``), not a
+pause. The agent has already dropped an assistant turn whose tool calls never got their
 results, and a half-streamed answer is never in memory in the first place.
 A save survives the process being killed; with ``session_fsync`` (``"step"``, ``"turn"``:
 :data:`~harness.session.SessionFsync`) it is also synced to the disk before every request or
@@ -37,7 +39,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from harness.errors import TurnNotSaved
+from harness.errors import CallPaused, TurnNotSaved
 from harness.kernel import Error, Event, Hook, PostCall, PreReasoning
 from harness.session import SessionStore
 
@@ -66,7 +68,8 @@ class SessionPersistenceHook(Hook):
             await self.store.save(event.ctx, event.memory, exclusive=True, end=end)
             await self.store.save_state(event.ctx, event.state)
         except Exception as exc:
-            if isinstance(event, Error):  # the call failed already: said beside its error
+            paused = isinstance(event, Error) and isinstance(event.error, CallPaused)
+            if isinstance(event, Error) and not paused:  # failed already: said beside its error
                 logger.error(
                     "could not save session %r of agent %r: %s",
                     event.ctx.session_id,
@@ -75,7 +78,13 @@ class SessionPersistenceHook(Hook):
                 )
                 event.error.add_note(f"the session could not be saved: {exc}")
                 return
-            when = "the reply" if isinstance(event, PostCall) else "the turn before the model ran"
+            when = (
+                "the reply"
+                if isinstance(event, PostCall)
+                else "the tool calls waiting for approval"
+                if paused
+                else "the turn before the model ran"
+            )
             reply = event.reply if isinstance(event, PostCall) else None
             msg = f"session {event.ctx.session_id!r} could not be saved ({when}): {exc}"
             raise TurnNotSaved(msg, reply=reply) from exc

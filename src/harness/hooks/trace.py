@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from harness.compaction.eviction import parse_placeholder
+from harness.errors import CallPaused
 from harness.kernel import (
     ContextOverflow,
     Error,
@@ -192,9 +193,11 @@ def _fields(event: Event) -> dict[str, Any]:
                 "message": cut(str(event.error), MAX_MESSAGE_CHARS),
             }
         case Error():
+            paused = event.error.pending if isinstance(event.error, CallPaused) else None
             return {
                 "type": type(event.error).__name__,
                 "message": cut(str(event.error), MAX_MESSAGE_CHARS),
+                **({"paused": [p.get("id") for p in paused]} if paused is not None else {}),
             }
         case PreCompact():
             return {"cut": event.cut, "tokens_before": event.tokens_before}
@@ -257,7 +260,8 @@ class AgentTraceHook(Hook):
         self._calls: dict[str, _Call] = {}
 
     async def on_event(self, event: Event) -> None:
-        level = logging.WARNING if isinstance(event, Error) else logging.INFO
+        failed = isinstance(event, Error) and not isinstance(event.error, CallPaused)
+        level = logging.WARNING if failed else logging.INFO  # a pause is not a failure
         if logger.isEnabledFor(level):
             logger.log(level, describe(event, detail=logger.isEnabledFor(logging.DEBUG)))
         if self.workspace is None and self.spans is None:

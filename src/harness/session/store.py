@@ -54,7 +54,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -63,7 +63,7 @@ from pydantic import ValidationError
 
 from harness.context import RuntimeContext
 from harness.filesystem import Appender
-from harness.kernel import History, Msg, SessionState, ToolResultBlock
+from harness.kernel import LOST_RESULT, History, Msg, SessionState, ToolResultBlock
 from harness.workspace import WorkspaceManager, session_dir
 
 __all__ = [
@@ -86,11 +86,6 @@ STATE_FILE: Final = "state.json"
 QUARANTINE_FILE: Final = "quarantine.jsonl"
 """Where, beside the messages, the lines that could not be read are kept."""
 
-LOST_RESULT: Final = (
-    "Error: the result of this tool call was lost (a line of the saved session could not be "
-    "read); run the tool again if the result is still needed."
-)
-"""The result given to a tool call whose own result is missing from the saved session."""
 
 SessionFsync = Literal["step", "turn"] | None
 """When a session's appends are synced to the disk (``fsync``), beyond surviving a crash.
@@ -191,8 +186,13 @@ class SessionStore:
         """The workspace path of the context's session file."""
         return f"{self.directory(ctx)}/{MESSAGES_FILE}"
 
-    async def load(self, ctx: RuntimeContext) -> list[Msg]:
-        """The saved messages of the session; empty for a new session."""
+    async def load(self, ctx: RuntimeContext, *, waiting: Collection[str] = ()) -> list[Msg]:
+        """The saved messages of the session; empty for a new session.
+
+        ``waiting``: ids of tool calls that wait for a decision (the approval ledger's), left
+        without a result for the call that decides them; every other missing result is
+        answered with :data:`LOST_RESULT`.
+        """
         path = self.path(ctx)
         found = await self.workspace.get_bytes(path)
         data = found[0] if found is not None else b""
@@ -208,7 +208,7 @@ class SessionStore:
             messages, bad = _parse(data)
         if bad:
             await self._quarantine(path, bad)
-        repaired = History(_answer_lost_calls(messages))
+        repaired = History(_answer_lost_calls(messages, waiting))
         if not bad and len(repaired) == len(messages) and (not data or data.endswith(b"\n")):
             self._known[path] = _Known(len(data), data[-_TAIL:], repaired, len(repaired), 0)
         else:  # the next save rewrites the file whole, from what was kept and repaired
@@ -405,8 +405,11 @@ def _records(data: bytes) -> list[object]:
     return found
 
 
-def _answer_lost_calls(messages: list[Msg]) -> list[Msg]:
-    """``messages`` with an error result after every tool call whose result is missing."""
+def _answer_lost_calls(messages: list[Msg], waiting: Collection[str] = ()) -> list[Msg]:
+    """``messages`` with an error result after every tool call whose result is missing.
+
+    Except the calls of the last assistant turn that are ``waiting`` (for an approval).
+    """
     repaired: list[Msg] = []
     index = 0
     while index < len(messages):
@@ -420,8 +423,9 @@ def _answer_lost_calls(messages: list[Msg]) -> list[Msg]:
             answered.update(result.id for result in messages[index].tool_results)
             repaired.append(messages[index])
             index += 1
+        last = index == len(messages)
         for call in message.tool_uses:
-            if call.id not in answered:
+            if call.id not in answered and not (last and call.id in waiting):
                 lost = ToolResultBlock(
                     id=call.id, name=call.name, output=LOST_RESULT, is_error=True
                 )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from harness import AgentOptions, HarnessAgent, MemoryConfig, Msg, RuntimeContext
+from harness.approvals import ApprovalPolicy, ApprovalRule
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.hooks import AgentTraceHook, SkillsHook, WorkspaceContextConfig
 from harness.kernel import TextBlock
@@ -84,6 +85,7 @@ def parent_options(workspace: Path) -> AgentOptions:
         session_wait=12.5,
         session_fsync="turn",
         session_leases=ProcessLeases(),
+        approvals=ApprovalPolicy(rules={"tool": ApprovalRule()}),
     )
 
 

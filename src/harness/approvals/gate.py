@@ -1,0 +1,385 @@
+"""The approval gate: what happens to a gated tool call, from the policy and the ledger alone.
+
+A new call a rule gates is recorded as requested and deferred (the call pauses), unless the
+in-process resolver decides it at once. A call found waiting when a call starts is taken from
+the session only when the ledger holds its request with the same fingerprint; then what the
+ledger says decides it, once:
+
+============================  ===========================================================
+the ledger holds              what the call gets
+============================  ===========================================================
+no decision, not expired      it waits again (the call pauses again)
+expired (decided or not)      an error result: not executed, the request expired
+reject                        an error result: not executed, rejected (with the reason)
+respond                       the reviewer's text as its result; the tool does not run
+approve / edit                ``started`` is recorded (synced), then the tool runs (an edit
+                              with the reviewer's arguments, validated, and said so)
+started, never finished       an error result: the outcome is unknown, it is not run again
+                              (unless its rule says the tool is idempotent)
+finished                      the result the ledger recorded; the tool does not run again
+============================  ===========================================================
+
+A session line that names a call differently from its request (edited in the workspace) runs
+nothing: its result says the call does not match what was requested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from harness.approvals.ledger import ApprovalLedger, Record
+from harness.approvals.policy import (
+    ApprovalPolicy,
+    ApprovalRule,
+    PendingApproval,
+    ReviewerDecision,
+)
+from harness.context import RuntimeContext
+from harness.errors import ApprovalConflict, UnknownApproval
+from harness.kernel import Decision, Defer, Run, Substitute, Tool, ToolResultBlock, ToolUseBlock
+
+__all__ = ["ApprovalGate", "fingerprint"]
+
+logger = logging.getLogger(__name__)
+
+MAX_KEPT_RESULT: Final = 20_000
+"""Characters of a gated tool's result the ledger keeps (what a resume replays after a crash)."""
+
+Clock = Callable[[], float]
+
+
+def fingerprint(
+    tool: str, arguments: Mapping[str, Any], agent: str, ctx: RuntimeContext, call_id: str
+) -> str:
+    """What binds a decision to one call: tool, arguments, agent, session, user and call id."""
+    bound = [tool, arguments, agent, ctx.session_id, ctx.user_id, call_id]
+    return hashlib.sha256(json.dumps(bound, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Approval:
+    """One approval as the ledger's records tell it."""
+
+    request: Record
+    decided: Record | None
+    started: int
+    finished: Record | None
+
+
+def _approvals(records: list[Record]) -> dict[str, _Approval]:
+    found: dict[str, _Approval] = {}
+    for record in records:
+        ident, kind = record.get("id"), record.get("kind")
+        if not isinstance(ident, str):
+            continue
+        if kind == "requested":
+            found[ident] = _Approval(record, None, 0, None)
+            continue
+        known = found.get(ident)
+        if known is None:
+            continue
+        if kind == "decided" and known.decided is None:
+            found[ident] = _Approval(known.request, record, known.started, known.finished)
+        elif kind == "started":
+            found[ident] = _Approval(known.request, known.decided, known.started + 1, None)
+        elif kind == "finished" and known.started:
+            found[ident] = _Approval(known.request, known.decided, known.started, record)
+    return found
+
+
+def _pending(approval: _Approval) -> PendingApproval:
+    request = approval.request
+    return PendingApproval(
+        id=request["id"],
+        tool=request["tool"],
+        arguments=request["arguments"],
+        description=request["description"],
+        decisions=frozenset(request["decisions"]),
+        requested_at=request["at"],
+        expires_at=request["expires_at"],
+        agent=request["agent"],
+        session_id=request["session_id"],
+        user_id=request["user_id"],
+        tool_call_id=request["tool_call_id"],
+        subagent=request.get("subagent"),
+    )
+
+
+class ApprovalGate:
+    """Decides gated calls from ``policy`` and ``ledger`` (module docs); one per agent."""
+
+    def __init__(
+        self, policy: ApprovalPolicy, ledger: ApprovalLedger, *, clock: Clock = time.time
+    ) -> None:
+        self.policy = policy
+        self.ledger = ledger
+        self.clock = clock
+
+    # -- what the agent asks ---------------------------------------------------------------
+
+    async def decide(
+        self,
+        key: str,
+        agent: str,
+        ctx: RuntimeContext,
+        call: ToolUseBlock,
+        tool: Tool | None,
+        *,
+        resumed: bool,
+    ) -> Decision | None:
+        """The decision for ``call``, or None to leave the kernel's default."""
+        if resumed:
+            return await self._resumed(key, agent, ctx, call, tool)
+        rule = self.policy.rule_for(call.name, tool.func if tool is not None else None)
+        if rule is None or not self._gates(rule, call, ctx, tool):
+            return None
+        return await self._request(key, agent, ctx, call, rule, tool)
+
+    async def finished(self, key: str, call: ToolUseBlock, result: ToolResultBlock) -> None:
+        """Record the end of a gated run (after the tool's result is final)."""
+        output = result.text
+        kept = {"output": output[:MAX_KEPT_RESULT], "is_error": result.is_error}
+
+        def change(records: list[Record]) -> list[Record]:
+            for ident, approval in _approvals(records).items():
+                if (
+                    approval.request.get("tool_call_id") == call.id
+                    and approval.started
+                    and approval.finished is None
+                ):
+                    return [{"kind": "finished", "id": ident, "at": self.clock(), "result": kept}]
+            return []
+
+        await self.ledger.change(key, change)
+
+    async def waiting(self, key: str) -> set[str]:
+        """The tool-call ids this session's ledger has requests for (left unrepaired on load)."""
+        return {
+            str(record.get("tool_call_id"))
+            for record in await self.ledger.records(key)
+            if record.get("kind") == "requested"
+        }
+
+    async def pending(self, key: str) -> list[PendingApproval]:
+        """The session's approvals that wait for a decision, oldest first."""
+        approvals = _approvals(await self.ledger.records(key))
+        return [
+            _pending(approval)
+            for approval in approvals.values()
+            if approval.decided is None and not approval.started
+        ]
+
+    async def record(
+        self, key: str, decisions: Mapping[str, ReviewerDecision], *, by: str | None = None
+    ) -> None:
+        """Record reviewers' decisions, all or none.
+
+        The same decision again is harmless; another decision for one already decided is an
+        :class:`ApprovalConflict`; an id the session has no request for is an
+        :class:`UnknownApproval`; a decision the rule does not allow is a ``ValueError``.
+        """
+
+        def change(records: list[Record]) -> list[Record]:
+            approvals = _approvals(records)
+            added: list[Record] = []
+            for ident, decision in decisions.items():
+                approval = approvals.get(ident)
+                if approval is None:
+                    msg = f"no approval {ident!r} in this session; list them with pending()"
+                    raise UnknownApproval(msg)
+                wanted = _as_record(decision)
+                if approval.decided is not None:
+                    if approval.decided["decision"] != wanted:
+                        msg = (
+                            f"approval {ident!r} was already decided "
+                            f"({approval.decided['decision']['kind']}); a decision is final"
+                        )
+                        raise ApprovalConflict(msg)
+                    continue
+                if decision.kind not in approval.request["decisions"]:
+                    allowed = ", ".join(approval.request["decisions"])
+                    msg = f"approval {ident!r} allows {allowed}, not {decision.kind}"
+                    raise ValueError(msg)
+                added.append(
+                    {
+                        "kind": "decided",
+                        "id": ident,
+                        "at": self.clock(),
+                        "decision": wanted,
+                        "by": by,
+                    }
+                )
+            return added
+
+        await self.ledger.change(key, change)
+
+    # -- how ------------------------------------------------------------------------------
+
+    def _gates(
+        self, rule: ApprovalRule, call: ToolUseBlock, ctx: RuntimeContext, tool: Tool | None
+    ) -> bool:
+        if tool is not None:
+            try:
+                tool.input_model.model_validate(call.input)
+            except ValidationError:
+                return True  # arguments that do not validate wait too: the gate fails closed
+        return rule.gates(call.input, ctx)
+
+    async def _request(
+        self,
+        key: str,
+        agent: str,
+        ctx: RuntimeContext,
+        call: ToolUseBlock,
+        rule: ApprovalRule,
+        tool: Tool | None,
+    ) -> Decision:
+        now = self.clock()
+        request: Record = {
+            "kind": "requested",
+            "id": f"apr_{secrets.token_hex(8)}",
+            "at": now,
+            "tool": call.name,
+            "arguments": call.input,
+            "description": rule.describe(call.name, call.input),
+            "decisions": sorted(rule.decisions),
+            "expires_at": now + rule.expires_after,
+            "agent": agent,
+            "session_id": ctx.session_id,
+            "user_id": ctx.user_id,
+            "tool_call_id": call.id,
+            "idempotent": rule.idempotent,
+            "fingerprint": fingerprint(call.name, call.input, agent, ctx, call.id),
+        }
+        await self.ledger.change(key, lambda _: [request])
+        pending = _pending(_Approval(request, None, 0, None))
+        if self.policy.resolver is not None:
+            try:
+                decision = await self.policy.resolver(pending)
+            except Exception:
+                logger.warning("the approval resolver failed; the call waits", exc_info=True)
+                decision = None
+            if decision is not None:
+                await self.record(key, {pending.id: decision}, by="resolver")
+                decided = await self._resumed(key, agent, ctx, call, tool)
+                if decided is not None:
+                    return decided
+        return Defer(pending.as_dict())
+
+    async def _resumed(
+        self, key: str, agent: str, ctx: RuntimeContext, call: ToolUseBlock, tool: Tool | None
+    ) -> Decision | None:
+        approvals = _approvals(await self.ledger.records(key))
+        mine = [a for a in approvals.values() if a.request.get("tool_call_id") == call.id]
+        if not mine:
+            return None  # not a call that waited: the kernel's lost result
+        approval = mine[-1]
+        request = approval.request
+        if request.get("fingerprint") != fingerprint(call.name, call.input, agent, ctx, call.id):
+            logger.warning(
+                "tool call %s does not match its approval request %s", call.id, request["id"]
+            )
+            return _refused(call, "it does not match the call that was submitted for approval")
+        if approval.finished is not None:
+            kept = approval.finished.get("result") or {}
+            return Substitute(
+                ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output=str(kept.get("output", "")),
+                    is_error=bool(kept.get("is_error")),
+                )
+            )
+        if approval.started and not request.get("idempotent"):
+            return _unknown(call)
+        decided = approval.decided
+        if self.clock() > request["expires_at"]:
+            return _refused(call, "its approval request expired before it could run")
+        if decided is None:
+            return Defer(_pending(approval).as_dict())
+        decision = decided["decision"]
+        kind = decision["kind"]
+        if kind == "reject":
+            reason = decision.get("message")
+            return _refused(call, "a reviewer rejected it" + (f": {reason}" if reason else ""))
+        if kind == "respond":
+            return Substitute(
+                ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output=(
+                        f"A reviewer answered instead of running the tool: {decision['message']}"
+                    ),
+                )
+            )
+        arguments = decision.get("arguments") if kind == "edit" else None
+        if arguments is not None and tool is not None:
+            try:
+                tool.input_model.model_validate(arguments)
+            except ValidationError as exc:
+                return _refused(
+                    call,
+                    f"the reviewer's arguments do not validate ({exc.error_count()} problem(s))",
+                )
+        if not await self._start(key, request, arguments if arguments is not None else call.input):
+            return _unknown(call)  # another resume started it meanwhile
+        if arguments is None:
+            return Run()
+        return Run(arguments=arguments, note="run with arguments a reviewer edited")
+
+    async def _start(self, key: str, request: Record, arguments: Mapping[str, Any]) -> bool:
+        """Record that the run starts, unless it started already; whether it was recorded."""
+        claimed = False
+
+        def start(records: list[Record]) -> list[Record]:
+            nonlocal claimed
+            now = _approvals(records).get(request["id"])
+            claimed = now is not None and not (now.started and not request.get("idempotent"))
+            if not claimed:
+                return []
+            return [
+                {"kind": "started", "id": request["id"], "at": self.clock(), "arguments": arguments}
+            ]
+
+        await self.ledger.change(key, start)
+        return claimed
+
+
+def _unknown(call: ToolUseBlock) -> Substitute:
+    return Substitute(
+        ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=(
+                "Error: this tool call started but its end was not recorded (the process "
+                "stopped while it ran); whether it took effect is unknown, and it was not run "
+                "again. Check before you retry."
+            ),
+            is_error=True,
+        )
+    )
+
+
+def _as_record(decision: ReviewerDecision) -> Record:
+    return {
+        "kind": decision.kind,
+        "arguments": dict(decision.arguments) if decision.arguments is not None else None,
+        "message": decision.message,
+    }
+
+
+def _refused(call: ToolUseBlock, why: str) -> Substitute:
+    return Substitute(
+        ToolResultBlock(
+            id=call.id, name=call.name, output=f"Error: not executed: {why}.", is_error=True
+        )
+    )

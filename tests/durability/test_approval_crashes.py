@@ -1,0 +1,220 @@
+"""Approvals across real processes and SIGKILL: a gated tool runs at most once, only approved.
+
+Each step is a process of its own running a HarnessAgent on one workspace (``WORKER``): one
+pauses on a gated ``deploy``, others approve and resume it, some are killed with SIGKILL at the
+worst moments. ``deploy`` appends a line to a witness file outside the workspace before it
+answers, so the witness counts its runs whatever the agent recorded:
+
+- paused in one process, approved and resumed in another: it ran once; resuming again, once;
+- two processes approving and resuming at once: once;
+- killed while the tool ran: the next resume does not run it again, and says the outcome is
+  unknown;
+- killed after the tool finished but before the session saved its result: not run again, and
+  the result the ledger kept is the one the model reads.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WORKER = r"""
+import asyncio, json, sys, time
+from pathlib import Path
+from harness import HarnessAgent, RuntimeContext
+from harness.approvals import ApprovalRule
+from harness.errors import CallPaused
+from harness.kernel import Hook, PostActing
+from harness.models import ScriptedChatModel
+
+root, mode = Path(sys.argv[1]), sys.argv[2]
+witness = root / "witness.txt"
+
+async def deploy(target: str) -> str:
+    '''Deploy.
+
+    Args:
+        target: Where.
+    '''
+    with witness.open("a") as file:
+        file.write(f"deploy:{target}\n")
+    if mode == "resume-slow":
+        time.sleep(60)  # killed in here
+    if mode == "resume-jitter":
+        time.sleep(0.05)
+    return f"deployed {target}"
+
+class HangAfterTheResult(Hook):
+    priority = 2000  # after the approval hook recorded the end of the run
+    events = (PostActing,)
+    async def on_event(self, event):
+        (root / "finished.flag").write_text("yes")
+        await asyncio.sleep(60)  # killed in here, before the session saves the result
+
+async def main():
+    agent = HarnessAgent(
+        model=ScriptedChatModel([
+            {"match": "ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
+            {"text": "done", "repeat": True},
+        ]),
+        workspace=root / "ws",
+        tools=[deploy],
+        approvals={"deploy": ApprovalRule()},
+        hooks=[HangAfterTheResult()] if mode == "resume-hang" else [],
+        memory=None,
+        trace=False,
+    )
+    ctx = RuntimeContext(session_id="s", user_id="ann")
+    try:
+        if mode == "pause":
+            try:
+                await agent.call("ship it", ctx=ctx)
+            except CallPaused as paused:
+                print(json.dumps(paused.pending))
+        elif mode == "results":
+            messages = await agent.sessions.load(ctx)
+            print(json.dumps([[r.text, r.is_error] for m in messages for r in m.tool_results]))
+        else:
+            decisions = {sys.argv[3]: "approve"} if len(sys.argv) > 3 else None
+            print(json.dumps((await agent.resume(decisions, ctx=ctx)).text))
+    finally:
+        await agent.aclose()
+
+asyncio.run(main())
+"""
+
+
+def worker(root: Path, mode: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(root), mode, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> object:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def paused(root: Path) -> str:
+    pending = finish(worker(root, "pause"))
+    assert isinstance(pending, list)
+    [request] = pending
+    assert request["tool"] == "deploy"
+    return str(request["id"])
+
+
+def runs(root: Path) -> list[str]:
+    witness = root / "witness.txt"
+    return witness.read_text().split() if witness.exists() else []
+
+
+def results(root: Path) -> list[list[object]]:
+    return finish(worker(root, "results"))  # type: ignore[return-value]
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if process.poll() is not None:
+            pytest.fail(f"the worker ended early: {process.communicate()[1]}")
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=30)  # reaps it and closes its pipes
+
+
+def test_paused_in_one_process_approved_in_another_it_runs_once(tmp_path: Path) -> None:
+    ident = paused(tmp_path)
+    assert runs(tmp_path) == []
+
+    assert finish(worker(tmp_path, "resume", ident)) == "done"
+    assert finish(worker(tmp_path, "resume", ident)) == "done"  # the same decision again
+
+    assert runs(tmp_path) == ["deploy:prod"]
+    assert results(tmp_path) == [["deployed prod", False]]
+
+
+def test_two_processes_approving_at_once_run_it_once(tmp_path: Path) -> None:
+    ident = paused(tmp_path)
+
+    both = [worker(tmp_path, "resume", ident) for _ in range(2)]
+    replies = [finish(process) for process in both]
+
+    assert replies == ["done", "done"]
+    assert runs(tmp_path) == ["deploy:prod"]
+
+
+def test_killed_while_the_tool_ran_it_is_never_run_again(tmp_path: Path) -> None:
+    ident = paused(tmp_path)
+    running = worker(tmp_path, "resume-slow", ident)
+    wait_for(tmp_path / "witness.txt", running)
+    kill(running)
+
+    assert finish(worker(tmp_path, "resume")) == "done"
+
+    assert runs(tmp_path) == ["deploy:prod"]
+    [[text, is_error]] = results(tmp_path)
+    assert is_error is True
+    assert "whether it took effect is unknown" in str(text)
+
+
+def test_killed_after_it_finished_before_the_save_it_is_not_run_again(tmp_path: Path) -> None:
+    ident = paused(tmp_path)
+    hanging = worker(tmp_path, "resume-hang", ident)
+    wait_for(tmp_path / "finished.flag", hanging)
+    kill(hanging)
+
+    assert finish(worker(tmp_path, "resume")) == "done"
+
+    assert runs(tmp_path) == ["deploy:prod"]
+    assert results(tmp_path) == [["deployed prod", False]]  # the result the ledger kept
+
+
+def test_without_a_decision_a_resume_runs_nothing(tmp_path: Path) -> None:
+    paused(tmp_path)
+
+    process = worker(tmp_path, "resume")
+    _, err = process.communicate(timeout=120)
+
+    assert process.returncode != 0
+    assert "CallPaused" in err
+    assert runs(tmp_path) == []
+
+
+KILLS = 12
+
+
+def test_kills_at_random_moments_never_run_it_twice_or_unapproved(tmp_path: Path) -> None:
+    """Pause, then resume with the approval and kill the resumer at a random moment; then
+    resume once more, cleanly. Whatever the moment, the tool ran exactly once, and the ledger
+    recorded its approval before its start."""
+    rng = random.Random(20261203)
+    for round_ in range(KILLS):
+        root = tmp_path / f"round{round_}"
+        ident = paused(root)
+        resumer = worker(root, "resume-jitter", ident)
+        time.sleep(rng.uniform(0.0, 1.5))  # a process start takes about 0.5 s here
+        kill(resumer)
+        assert len(runs(root)) <= 1
+
+        assert finish(worker(root, "resume", ident)) == "done"
+
+        assert runs(root) == ["deploy:prod"], round_
+        [ledger] = (root / ".ws.approvals").glob("*.jsonl")
+        kinds = [json.loads(line)["kind"] for line in ledger.read_text().splitlines()]
+        assert kinds.index("decided") < kinds.index("started"), kinds
+        assert kinds.count("started") == 1, kinds
