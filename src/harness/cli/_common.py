@@ -16,15 +16,17 @@ import typer
 from rich.markup import escape
 
 from harness.agent import default_workspace
-from harness.cli._output import err
-from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.cli._output import err, out
+from harness.errors import CallPaused, ConfigError, HarnessError, WorkspaceError
 from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
 
 __all__ = [
+    "EXIT_PAUSED",
     "MCP_CONFIG_ENV",
     "AgentOpt",
+    "ApprovalOpt",
     "ContextWindowOpt",
     "MCPConfigOpt",
     "ModelOpt",
@@ -40,6 +42,7 @@ __all__ = [
     "not_blank",
     "one_line_errors",
     "opened_workspace",
+    "print_pending",
     "run_async",
     "shortened",
     "shown_id",
@@ -344,6 +347,16 @@ ModelOptionOpt = Annotated[
     ),
 ]
 MCP_CONFIG_ENV = "HARNESS_MCP_CONFIG"
+ApprovalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approval",
+        metavar="TOOL",
+        help="A tool whose calls wait for your approval before they run (an MCP tool as "
+        "server__tool, or a pattern such as 'deploy_*'); repeatable.",
+        show_default=False,
+    ),
+]
 MCPConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -383,10 +396,36 @@ def one_line_errors() -> Iterator[None]:
     except (ConfigError, WorkspaceError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    except CallPaused as paused:  # not a failure: the turn waits for a person
+        print_pending(paused.pending)
+        raise typer.Exit(EXIT_PAUSED) from None
     except HarnessError as exc:
         message = f"{type(exc).__name__}: {exc}"
         err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+EXIT_PAUSED: Final = 3
+"""The exit code of a command whose turn paused before tool calls that wait for approval."""
+
+
+def print_pending(pending: list[dict[str, Any]]) -> None:
+    """The approvals a turn waits for, one per line, and how to decide them (on stdout)."""
+    for request in pending:
+        arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+        out.print(
+            f"approval {request.get('id')}: {request.get('tool')}({arguments}) - "
+            f"{request.get('description')} (decisions: {', '.join(request.get('decisions', []))})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    err.print(
+        "the turn waits for approval; decide with `harness approvals approve ID` (or reject, "
+        "edit, respond) with the same --workspace, --session and --user",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:

@@ -14,17 +14,20 @@ import io
 import json
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.markup import escape
 
 from harness.agent import HarnessAgent
+from harness.approvals import ReviewerDecision
 from harness.cli._common import (
     MCP_CONFIG_ENV,
+    ApprovalOpt,
     ContextWindowOpt,
     MCPConfigOpt,
     ModelOpt,
@@ -42,6 +45,7 @@ from harness.cli._common import (
     valid_path,
 )
 from harness.cli._output import err, out, setup_logging
+from harness.cli.approvals import approvals_app
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
 from harness.cli.serve import keys_app, serve_command
@@ -50,7 +54,7 @@ from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
 from harness.compaction import CompactionConfig
 from harness.context import RuntimeContext
-from harness.errors import HarnessError
+from harness.errors import CallPaused, HarnessError
 from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
 from harness.models import context_window_from, resolve_model
 from harness.stores import STORE_ENV, open_store
@@ -65,6 +69,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+app.add_typer(approvals_app, name="approvals")
 app.add_typer(memory_app, name="memory")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(tasks_app, name="tasks")
@@ -100,6 +105,7 @@ class AgentOptions:
     context_window: int | None
     options: list[str] | None
     mcp_config: Path | None = None
+    approvals: list[str] | None = None
 
 
 @contextlib.asynccontextmanager
@@ -129,6 +135,9 @@ async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
                 store=store,
                 compaction=cli_compaction(window or getattr(llm, "context_window", None)),
                 mcp_config=given.mcp_config or os.environ.get(MCP_CONFIG_ENV) or None,
+                # Always a gate, if an empty one: a session's waiting calls stay waiting for
+                # `harness approvals`, and a new turn is refused until they are decided.
+                approvals=given.approvals or (),
             )
 
         async with await asyncio.to_thread(build) as agent:
@@ -174,12 +183,13 @@ def run(
     context_window: ContextWindowOpt = None,
     option: ModelOptionOpt = None,
     mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
     verbose: VerboseOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
 ) -> None:
-    """Run one turn and print the reply."""
+    """Run one turn and print the reply (exit 3 when it waits for approval: docs/approvals.md)."""
     setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option, mcp_config)
+    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
@@ -204,11 +214,16 @@ def chat(
     context_window: ContextWindowOpt = None,
     option: ModelOptionOpt = None,
     mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits."""
+    """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits.
+
+    A tool call that waits for approval is asked about inline; no answer within two minutes
+    rejects it.
+    """
     setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option, mcp_config)
+    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
     run_async(_chat(opened_agent(given), session, user))
 
 
@@ -217,13 +232,15 @@ async def _chat(
 ) -> None:
     async with opened as agent:
         _read_stdin_as_bytes()
+        lines = _Lines()
         err.print(
             f"Chatting in session [bold]{escape(session)}[/bold] (/session [NAME], /exit).",
             highlight=False,
         )
         while True:
             try:
-                line = await asyncio.to_thread(err.input, "[bold green]you>[/bold green] ")
+                err.print("[bold green]you>[/bold green] ", end="")
+                line = await lines.next()
             except EOFError:
                 err.print()
                 break
@@ -242,8 +259,9 @@ async def _chat(
                     session = name
                 err.print(f"session: {session}", **_PLAIN)
                 continue
+            ctx = RuntimeContext(session_id=session, user_id=user)
             try:
-                await _chat_turn(agent, text, RuntimeContext(session_id=session, user_id=user))
+                await _chat_turn(agent, text, ctx, lines)
             except HarnessError as exc:
                 # One failed turn (a model error, say) does not end the chat; the session keeps
                 # the question, so the user can simply try again.
@@ -267,7 +285,74 @@ def _read_stdin_as_bytes() -> None:
             reconfigure(errors="surrogateescape")
 
 
-async def _chat_turn(agent: HarnessAgent, text: str, ctx: RuntimeContext) -> None:
+CHAT_APPROVAL_TIMEOUT: Final = 120.0
+"""Seconds ``harness chat`` waits for an answer about a tool call; then the call is rejected."""
+
+
+class _Lines:
+    """The chat's input, read by one thread for the whole chat.
+
+    So a question that gives up waiting (an approval's timeout) leaves no reader behind that
+    would take the next line typed.
+    """
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            while True:
+                line = sys.stdin.readline()
+                loop.call_soon_threadsafe(self._queue.put_nowait, line or None)
+                if not line:
+                    return
+
+        threading.Thread(target=read, name="harness-chat-input", daemon=True).start()
+
+    async def next(self) -> str:
+        """The next line; EOFError at the end of the input."""
+        line = await self._queue.get()
+        if line is None:
+            self._queue.put_nowait(None)  # the end stays the end
+            raise EOFError
+        return line.rstrip("\n")
+
+
+async def _chat_turn(
+    agent: HarnessAgent, text: str | None, ctx: RuntimeContext, lines: _Lines
+) -> None:
+    """One turn, streamed; a pause for approval asks at the prompt and continues the turn."""
+    while True:
+        try:
+            await _streamed(agent, text, ctx)
+            return
+        except CallPaused as paused:
+            out.print()
+            decisions = {str(r["id"]): await _ask(r, lines) for r in paused.pending}
+            await agent.decide(decisions, ctx=ctx, by="harness chat")
+            text = None  # continue the turn: the decided calls run (or not), then the model
+
+
+async def _ask(request: dict[str, Any], lines: _Lines) -> ReviewerDecision:
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+    err.print(
+        f"{request.get('description')}\n  {request.get('tool')}({arguments})",
+        markup=False,
+        highlight=False,
+    )
+    err.print("approve? [y/N] ", end="", **_PLAIN)
+    try:
+        async with asyncio.timeout(CHAT_APPROVAL_TIMEOUT):
+            answer = await lines.next()
+    except (TimeoutError, EOFError):
+        err.print("\nno answer: rejected", **_PLAIN)
+        return ReviewerDecision("reject", message="nobody answered in time")
+    if answer.strip().lower() in ("y", "yes"):
+        return ReviewerDecision("approve")
+    return ReviewerDecision("reject", message="rejected at the chat prompt")
+
+
+async def _streamed(agent: HarnessAgent, text: str | None, ctx: RuntimeContext) -> None:
     async for item in agent.stream(text, ctx=ctx):
         if isinstance(item, TextDelta):
             out.print(item.text, end="", markup=False, highlight=False)

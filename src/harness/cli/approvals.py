@@ -1,0 +1,207 @@
+"""``harness approvals``: the tool calls a session waits on, and the decisions that continue it.
+
+``list`` reads the approval ledger (beside the workspace, or in the store) and needs no model.
+``approve``, ``reject``, ``edit`` and ``respond`` record a decision and continue the turn with
+the model, as ``harness run`` would, printing its reply; a turn that waits again prints what it
+waits for and exits 3. The same decision twice is harmless; a different one for a decided
+approval fails (exit 1). See docs/approvals.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.agent import DEFAULT_AGENT_NAME
+from harness.approvals import ApprovalGate, ApprovalPolicy, ReviewerDecision, ledger_for
+from harness.cli._common import (
+    AgentOpt,
+    ApprovalOpt,
+    ContextWindowOpt,
+    MCPConfigOpt,
+    ModelOpt,
+    ModelOptionOpt,
+    SessionOpt,
+    StoreOpt,
+    UserOpt,
+    VerboseOpt,
+    WorkspaceOpt,
+    opened_workspace,
+    print_pending,
+    run_async,
+)
+from harness.cli._output import out, setup_logging
+from harness.context import RuntimeContext
+from harness.session import SessionStore
+
+__all__ = ["approvals_app"]
+
+approvals_app = typer.Typer(
+    help="Tool calls waiting for your approval, and your decisions.", no_args_is_help=True
+)
+
+IdArg = Annotated[str, typer.Argument(help="The approval's id (see `harness approvals list`).")]
+
+
+@approvals_app.command("list")
+def list_command(
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    store: StoreOpt = None,
+    agent: AgentOpt = DEFAULT_AGENT_NAME,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the session's tool calls that wait for a decision."""
+
+    async def _list() -> list[dict[str, Any]]:
+        ctx = RuntimeContext(session_id=session, user_id=user)
+        async with opened_workspace(workspace, store) as manager:
+            gate = ApprovalGate(ApprovalPolicy(), ledger_for(manager))
+            key = SessionStore(manager, agent).directory(ctx)
+            return [pending.as_dict() for pending in await gate.pending(key)]
+
+    pending = run_async(_list())
+    if as_json:
+        out.print_json(json.dumps(pending, ensure_ascii=False))
+    elif pending:
+        print_pending(pending)
+    else:
+        out.print("No tool call waits for approval.", markup=False, highlight=False)
+
+
+def _decide(
+    decision: ReviewerDecision,
+    ident: str,
+    *,
+    workspace: Path | None,
+    session: str,
+    user: str | None,
+    model: str | None,
+    store: str | None,
+    context_window: int | None,
+    option: list[str] | None,
+    mcp_config: Path | None,
+    approval: list[str] | None,
+    verbose: bool,
+) -> None:
+    from harness.cli.main import AgentOptions, opened_agent  # main imports this module
+
+    setup_logging(verbose)
+    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
+
+    async def _continue() -> str:
+        async with opened_agent(given) as agent:
+            ctx = RuntimeContext(session_id=session, user_id=user)
+            reply = await agent.resume({ident: decision}, ctx=ctx, by="harness approvals")
+            return reply.text
+
+    out.print(run_async(_continue()), markup=False, highlight=False, soft_wrap=True)
+
+
+@approvals_app.command("approve")
+def approve_command(
+    ident: IdArg,
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Approve a call: it runs (once) and the turn continues."""
+    _decide(ReviewerDecision("approve"), ident, **_given(locals()))
+
+
+@approvals_app.command("reject")
+def reject_command(
+    ident: IdArg,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="Why; the model reads it.")
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Reject a call: it does not run, the model is told so, and the turn continues."""
+    _decide(ReviewerDecision("reject", message=message), ident, **_given(locals()))
+
+
+@approvals_app.command("edit")
+def edit_command(
+    ident: IdArg,
+    arguments: Annotated[
+        str, typer.Option("--arguments", "-a", help="The arguments to run with, as JSON.")
+    ],
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run a call with your arguments instead of the model's (checked against the tool)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError as exc:
+        msg = f'--arguments is not JSON ({exc}); give an object such as \'{{"target": "staging"}}\''
+        raise typer.BadParameter(msg) from None
+    if not isinstance(parsed, dict):
+        raise typer.BadParameter("--arguments must be a JSON object")
+    _decide(ReviewerDecision("edit", arguments=parsed), ident, **_given(locals()))
+
+
+@approvals_app.command("respond")
+def respond_command(
+    ident: IdArg,
+    text: Annotated[str, typer.Argument(help="What the model reads instead of the result.")],
+    workspace: WorkspaceOpt = None,
+    session: SessionOpt = "default",
+    user: UserOpt = None,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    context_window: ContextWindowOpt = None,
+    option: ModelOptionOpt = None,
+    mcp_config: MCPConfigOpt = None,
+    approval: ApprovalOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Answer instead of running the call: the model reads your text as its result."""
+    _decide(ReviewerDecision("respond", message=text), ident, **_given(locals()))
+
+
+_RUN_OPTIONS = (
+    "workspace",
+    "session",
+    "user",
+    "model",
+    "store",
+    "context_window",
+    "option",
+    "mcp_config",
+    "approval",
+    "verbose",
+)
+
+
+def _given(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The options a decision command shares with ``harness run``, from its arguments."""
+    return {name: arguments[name] for name in _RUN_OPTIONS}
