@@ -67,6 +67,7 @@ from harness.kernel import (
     StreamItem,
     Tool,
     Toolkit,
+    unanswered_calls,
 )
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
@@ -113,6 +114,15 @@ def _remote(store: BaseStore | None) -> AbstractFilesystem | None:
 
 
 _OPTION_NAMES: Final = frozenset(field.name for field in dataclasses.fields(AgentOptions))
+
+
+def _last_reply(memory: Sequence[Msg], ctx: RuntimeContext) -> Msg:
+    """The session's last answer, for a resume that finds nothing waiting."""
+    for message in reversed(memory):
+        if message.role == "assistant":
+            return message
+    msg = f"session {ctx.session_id!r} has no tool call waiting for a decision, and no reply"
+    raise UnknownApproval(msg)
 
 
 def default_workspace() -> Path:
@@ -311,13 +321,28 @@ class HarnessAgent:
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
-        ctx = self._bind(ctx)
+        async with contextlib.aclosing(self._stream(msgs, self._bind(ctx))) as items:
+            async for item in items:
+                yield item
+
+    async def _stream(
+        self,
+        msgs: str | Msg | Sequence[Msg] | None,
+        ctx: RuntimeContext,
+        *,
+        resuming: bool = False,
+    ) -> AsyncGenerator[StreamItem, None]:
         # The memory work the call leaves behind starts once it has returned (and let go of
         # the session), not beside its last save.
         held = self.maintenance.holding(ctx) if self.maintenance else contextlib.nullcontext()
         with held:
             async with self._session_lock(ctx), self._lease(ctx), self.sessions.holding(ctx):
                 memory, state = await self._restore(ctx)
+                if resuming and not unanswered_calls(memory):
+                    # Nothing waits (a decision sent again, a turn another worker resumed):
+                    # the turn's reply stands, and the model is not asked again.
+                    yield Reply(_last_reply(memory, ctx))
+                    return
                 try:
                     async for item in self.delegate.stream(
                         msgs, ctx=ctx, memory=memory, state=state
@@ -356,17 +381,35 @@ class HarnessAgent:
         a :class:`~harness.approvals.ReviewerDecision` or just ``"approve"`` / ``"reject"``.
         The calls decided run (once) or get their results, and the turn goes on from there,
         in this process or any other; it raises :class:`~harness.errors.CallPaused` again
-        while a call still waits.
+        while a call still waits. When nothing waits any more (the same decision sent twice),
+        it returns the turn's reply without asking the model again.
 
         Raises:
             UnknownApproval: The session has no pending approval of an id given.
             ApprovalConflict: An approval was already decided otherwise.
             ValueError: A decision its rule does not allow.
         """
+        async with contextlib.aclosing(self.resume_stream(decisions, ctx=ctx, by=by)) as items:
+            async for item in items:
+                if isinstance(item, Reply):
+                    return item.message
+        msg = "the resumed call's stream ended without a reply"  # it returns or raises
+        raise AssertionError(msg)
+
+    async def resume_stream(
+        self,
+        decisions: Mapping[str, ReviewerDecision | DecisionKind] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        by: str | None = None,
+    ) -> AsyncGenerator[StreamItem, None]:
+        """:meth:`resume`, streamed as :meth:`stream` is."""
         ctx = self._bind(ctx)
         if decisions:
             await self.decide(decisions, ctx=ctx, by=by)
-        return await self.call(None, ctx=ctx)
+        async with contextlib.aclosing(self._stream(None, ctx, resuming=True)) as items:
+            async for item in items:
+                yield item
 
     async def decide(
         self,

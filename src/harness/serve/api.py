@@ -1,4 +1,4 @@
-"""The native API: turns streamed as server-sent events, sessions, traces, tasks and memory.
+"""The native API: turns as server-sent events, sessions, approvals, traces, tasks, memory.
 
 Every route acts for the caller's user (:func:`~harness.serve.http.caller`) and reaches only
 that user's namespace: a session, task or trace id of another user is simply not found.
@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from harness.approvals import DecisionKind, ReviewerDecision
 from harness.context import RuntimeContext
-from harness.errors import HarnessError, RequestRefused
+from harness.errors import ApprovalConflict, HarnessError, RequestRefused, UnknownApproval
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
@@ -30,6 +31,18 @@ class TurnRequest(BaseModel):
     input: str
 
 
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: DecisionKind
+    arguments: dict[str, Any] | None = None
+    message: str | None = Field(default=None, max_length=20_000)
+
+
+class DecisionsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decisions: dict[str, DecisionBody] = Field(min_length=1, max_length=100)
+
+
 def native_router(state: ServeState) -> APIRouter:
     router = APIRouter(prefix="/v1")
     agent = state.turns.agent
@@ -39,13 +52,33 @@ def native_router(state: ServeState) -> APIRouter:
         user = state.authenticate(request)
         ctx = state.context(user, session_id)
         body = await read_body(request, TurnRequest, state.config)
-        turn = await stream_turn(state.turns, ctx, state.checked_input(body.input))
-        return StreamingResponse(
-            _sse(turn, state.config.ping_seconds),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-            background=turn.closing(),
-        )
+        text = state.checked_input(body.input)
+        await state.refuse_while_waiting(ctx)
+        return _streamed(await stream_turn(state.turns, ctx, text), state)
+
+    @router.get("/sessions/{session_id}/approvals")
+    async def approvals(session_id: str, request: Request) -> dict[str, Any]:
+        ctx = _ctx(request, session_id)
+        return {"data": [p.as_dict() for p in await agent.pending_approvals(ctx)]}
+
+    @router.post("/sessions/{session_id}/approvals", response_model=None)
+    async def decide(session_id: str, request: Request) -> Response:
+        """Record decisions (all or none), then continue the turn as a stream."""
+        ctx = _ctx(request, session_id)
+        body = await read_body(request, DecisionsRequest, state.config)
+        try:
+            given = {
+                ident: ReviewerDecision(d.kind, arguments=d.arguments, message=d.message)
+                for ident, d in body.decisions.items()
+            }
+            await agent.decide(given, ctx=ctx, by=f"http:{ctx.user_id or '-'}")
+        except UnknownApproval as exc:
+            raise RequestRefused(404, "approval_not_found", str(exc)) from None
+        except ApprovalConflict as exc:
+            raise RequestRefused(409, "approval_conflict", str(exc)) from None
+        except ValueError as exc:
+            raise RequestRefused(400, "invalid_decision", str(exc)) from None
+        return _streamed(await stream_turn(state.turns, ctx, None), state)
 
     @router.get("/sessions")
     async def sessions(request: Request) -> dict[str, Any]:
@@ -163,6 +196,15 @@ def _task_json(record: TaskRecord, result: str | None = None) -> dict[str, Any]:
     if result is not None:
         data["result"] = result
     return data
+
+
+def _streamed(turn: TurnStream, state: ServeState) -> StreamingResponse:
+    return StreamingResponse(
+        _sse(turn, state.config.ping_seconds),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        background=turn.closing(),
+    )
 
 
 async def _sse(turn: TurnStream, ping_seconds: float) -> AsyncIterator[bytes]:

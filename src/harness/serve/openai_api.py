@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -107,6 +107,7 @@ def openai_router(state: ServeState) -> APIRouter:
         )
         ctx = state.context(user, session)
         text = state.checked_input(new_turn(body.messages))
+        await state.refuse_while_waiting(ctx)
         turn = await stream_turn(state.turns, ctx, text)
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage)
@@ -121,6 +122,19 @@ def openai_router(state: ServeState) -> APIRouter:
         return await completion.whole(turn, request, headers)
 
     return router
+
+
+def waiting_text(paused: Mapping[str, Any]) -> str:
+    """What a chat-completions client reads when the turn paused: what waits, and where."""
+    approvals = paused.get("approvals") or []
+    tools = ", ".join(str(a.get("tool")) for a in approvals)
+    session = paused.get("session_id")
+    return (
+        f"[This turn is waiting for approval of {len(approvals)} tool call(s): {tools}. "
+        f"List them at GET /v1/sessions/{session}/approvals and decide at POST "
+        f"/v1/sessions/{session}/approvals (or `harness approvals list -s {session}`); "
+        "the turn continues once they are decided.]"
+    )
 
 
 class _Completion:
@@ -160,6 +174,10 @@ class _Completion:
             elif name == "error":
                 yield encode_sse(None, {"error": {**data, "type": "server_error"}})
                 return
+            elif name == "turn.paused":
+                yield encode_sse(None, self._chunk({"content": waiting_text(data)}))
+                yield encode_sse(None, self._chunk({}, "stop"))
+                break
             elif name == "turn.completed":
                 yield encode_sse(None, self._chunk({}, "stop"))
                 break  # the memory flush that follows is not the client's to wait for
@@ -182,6 +200,9 @@ class _Completion:
                     self._count(dict(data))
                 elif name == "turn.completed":
                     reply = data["message"]
+                    break
+                elif name == "turn.paused":
+                    reply = {"text": waiting_text(data)}
                     break
                 elif name == "error":
                     error = dict(data)

@@ -40,6 +40,16 @@ class ServeState:
         except ValueError as exc:
             raise RequestRefused(400, "invalid_session_id", str(exc)) from None
 
+    async def refuse_while_waiting(self, ctx: RuntimeContext) -> None:
+        """409 before a new turn on a session whose tool calls wait for approval."""
+        waiting = await self.turns.agent.pending_approvals(ctx)
+        if waiting:
+            msg = (
+                f"session {ctx.session_id!r} waits for {len(waiting)} approval(s); decide them "
+                f"at /v1/sessions/{ctx.session_id}/approvals before a new turn"
+            )
+            raise RequestRefused(409, "approvals_pending", msg)
+
     def checked_input(self, text: str) -> str:
         limit = self.config.max_input_chars
         if len(text) > limit:
@@ -95,8 +105,10 @@ class TurnStream:
         return BackgroundTask(self.aclose)
 
 
-async def stream_turn(turns: Turns, ctx: RuntimeContext, text: str) -> TurnStream:
+async def stream_turn(turns: Turns, ctx: RuntimeContext, text: str | None) -> TurnStream:
     """Start a turn; once this returns it holds the session and has sent ``turn.started``.
+
+    ``text`` None continues a turn that paused for approval.
 
     Raises:
         RequestRefused: 409 ``session_busy`` when another turn kept the session for

@@ -7,7 +7,7 @@ one store or one disk) that a second request waits for up to ``session_wait`` se
 then gets :class:`~harness.errors.SessionBusy` (409). The gate is taken before any response
 is sent, so the 409 is a status code, not an event in a stream that already said 200.
 
-A turn ends in one of four ways, and the session keeps what it accepted in each:
+A turn ends in one of five ways, and the session keeps what it accepted in each:
 
 - it finishes: the ``turn.completed`` event carries the reply, once the agent's call has
   ended and saved the session; the session is free for the next turn at once, and the stream
@@ -16,6 +16,9 @@ A turn ends in one of four ways, and the session keeps what it accepted in each:
 - it fails (the model failed, say): an ``error`` event; the user's turn stays in the session.
   A reply whose session could not be saved is such a failure (``turn_not_saved``), never a
   ``turn.completed``: nothing may tell the client a turn was kept that was not;
+- it pauses before tool calls that wait for approval: an ``approval.requested`` event for
+  each, then ``turn.paused``; the session keeps the model's turn with its calls, and decisions
+  posted to ``/v1/sessions/{id}/approvals`` continue it (``docs/approvals.md``);
 - it runs past ``turn_timeout``: it is interrupted, an ``error`` event with ``turn_timeout``;
 - the client goes away: the turn is interrupted as a stopped ``harness run`` is; the session
   keeps the user's turn and every step completed before the disconnect.
@@ -33,7 +36,7 @@ from typing import Any, Final
 
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
-from harness.errors import HarnessError
+from harness.errors import ApprovalsPending, CallPaused, HarnessError
 from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
 from harness.serve.events import event_of
@@ -82,8 +85,10 @@ class Turns:
         key = f"serve/{self.agent.sessions.directory(ctx)}"
         return self.agent.leases.hold(key, wait=self.config.session_wait)
 
-    async def run(self, ctx: RuntimeContext, text: str) -> AsyncGenerator[TurnEvent, None]:
+    async def run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events, ``turn.started`` first, then the agent's, then how it ended.
+
+        ``text`` None continues a turn that paused for approval (its decisions recorded).
 
         Raises:
             SessionBusy: Before the first event, when another turn keeps the session.
@@ -98,7 +103,7 @@ class Turns:
         finally:
             del self._flushes[turn]
 
-    async def _run(self, ctx: RuntimeContext, text: str) -> AsyncGenerator[TurnEvent, None]:
+    async def _run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
         reply: TurnEvent | None = None
         completed = False
         async with self._gate(ctx):
@@ -107,7 +112,11 @@ class Turns:
             try:
                 async with (
                     deadline,
-                    contextlib.aclosing(self.agent.stream(text, ctx=ctx)) as items,
+                    contextlib.aclosing(
+                        self.agent.stream(text, ctx=ctx)
+                        if text is not None
+                        else self.agent.resume_stream(ctx=ctx)
+                    ) as items,
                 ):
                     async for item in items:
                         event = event_of(item)
@@ -128,6 +137,12 @@ class Turns:
                         "was stopped; the session keeps its completed steps",
                     },
                 )
+            except ApprovalsPending as waiting:  # a turn raced one that paused
+                yield "error", {"code": "approvals_pending", "message": f"{waiting}"}
+            except CallPaused as paused:  # not a failure: the turn waits for a person
+                for request in paused.pending:
+                    yield "approval.requested", request
+                yield "turn.paused", {"session_id": ctx.session_id, "approvals": paused.pending}
             except HarnessError as exc:
                 yield "error", {"code": error_code(exc), "message": f"{exc}"}
             else:

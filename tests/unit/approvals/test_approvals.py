@@ -145,8 +145,9 @@ async def test_an_approval_from_another_agent_runs_the_call_once(
 
     assert await resume(workspace, witness, {request["id"]: "approve"}) == "done"
     assert witness.runs() == ["note", "deploy:prod"]
-    # Deciding again, the same way, is harmless; the call does not run again.
-    assert await resume(workspace, witness, {request["id"]: "approve"}) == "done"
+    # Deciding again, the same way, is harmless: nothing runs again, and the model (here
+    # one with nothing to say) is not asked again; the turn's reply stands.
+    assert await resume(workspace, witness, {request["id"]: "approve"}, turns=()) == "done"
     assert witness.runs() == ["note", "deploy:prod"]
     assert await make(workspace, witness).pending_approvals(CTX) == []
 
