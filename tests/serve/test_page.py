@@ -413,3 +413,57 @@ def test_a_rebound_name_reads_nothing_from_a_keyless_server(
         assert browser.execute_async_script(_READ_ALL) == [421, 421]
         with httpx2.Client(base_url=server.url, timeout=20) as api:
             assert api.get("/v1/sessions").json()["data"] == []
+
+
+def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
+    browser: webdriver.Chrome, workspace: Path, tmp_path: Path
+) -> None:
+    """A gated call shows a card with its arguments; after a reload the card is back; an edit
+    of the arguments in the card runs the tool with them, once, and the turn completes."""
+    witness = tmp_path / "deployed.txt"
+
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        with witness.open("a") as file:
+            file.write(target + "\n")
+        return f"deployed {target}"
+
+    key = new_key()
+    turns: list[dict[str, Any]] = [
+        {"match": "ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
+        {"match": "deployed", "text": "Shipped to staging."},
+    ]
+    opener = scripted_agent(workspace, turns, tools=[deploy], approvals={"deploy": True})
+    with served(opener, keyed(key)) as server:
+        browser.get(server.url + "/")
+        sign_in(browser, key)
+        shown(browser, "app")
+        send(browser, "ship it")
+        card = until(
+            browser,
+            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=approval]"),
+            "no approval card was shown",
+        )[0]
+        assert "approval needed: deploy" in str(card.get_property("textContent"))
+        assert json.loads(
+            str(card.find_element(By.CSS_SELECTOR, "textarea").get_property("value"))
+        ) == {"target": "prod"}
+        assert not witness.exists()
+
+        browser.refresh()  # the card is restored from the server
+        card = until(
+            browser,
+            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=approval]"),
+            "the approval card did not come back after a reload",
+        )[0]
+        arguments = card.find_element(By.CSS_SELECTOR, "textarea")
+        arguments.clear()
+        arguments.send_keys('{"target": "staging"}')
+        card.find_element(By.CSS_SELECTOR, "[data-testid=approve]").click()
+        turn_done(browser, "Shipped to staging.")
+
+    assert witness.read_text() == "staging\n"

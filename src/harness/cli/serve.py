@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import typer
 
 from harness.cli._common import (
+    ApprovalOpt,
     ContextWindowOpt,
     MCPConfigOpt,
     ModelOpt,
@@ -62,6 +63,7 @@ class ServeOptions:
     allowed_hosts: list[str] = field(default_factory=list)
     session_wait: float = 5.0
     turn_timeout: float = 600.0
+    approvals: list[str] = field(default_factory=list)
 
 
 def _agent_options(options: ServeOptions) -> AgentOptions:
@@ -75,6 +77,7 @@ def _agent_options(options: ServeOptions) -> AgentOptions:
         options.context_window,
         options.options,
         Path(options.mcp_config) if options.mcp_config else None,
+        options.approvals,
     )
 
 
@@ -183,6 +186,7 @@ def serve_command(
         float,
         typer.Option("--grace", min=0, help="Seconds turns in flight get to finish on SIGTERM."),
     ] = 30.0,
+    approval: ApprovalOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Serve the agent over HTTP: OpenAI-compatible API, streaming events API, web page at /."""
@@ -199,6 +203,7 @@ def serve_command(
         allowed_hosts=list(allowed_host or []),
         session_wait=session_wait,
         turn_timeout=turn_timeout,
+        approvals=list(approval or []),
     )
     try:
         with one_line_errors():
