@@ -29,6 +29,7 @@ from harness.approvals import (
     PendingApproval,
     ReviewerDecision,
     ledger_for,
+    still_waiting,
 )
 from harness.approvals.policy import marked
 from harness.compaction import (
@@ -363,10 +364,17 @@ class HarnessAgent:
         self.delegate.interrupt()
 
     async def pending_approvals(self, ctx: RuntimeContext | None = None) -> list[PendingApproval]:
-        """The tool calls of the context's session that wait for a decision, oldest first."""
+        """The tool calls of the context's session that wait for a decision, oldest first.
+
+        Only calls the session holds unanswered (:func:`~harness.approvals.still_waiting`).
+        """
         if self.approvals is None:
             return []
-        return await self.approvals.pending(self.sessions.directory(self._bind(ctx)))
+        ctx = self._bind(ctx)
+        pending = await self.approvals.pending(self.sessions.directory(ctx))
+        if not pending:
+            return []
+        return still_waiting(pending, await self.sessions.read(ctx))
 
     async def resume(
         self,

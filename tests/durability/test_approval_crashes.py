@@ -78,6 +78,8 @@ async def main():
                 await agent.call("ship it", ctx=ctx)
             except CallPaused as paused:
                 print(json.dumps(paused.pending))
+        elif mode == "pending":
+            print(json.dumps([p.id for p in await agent.pending_approvals(ctx)]))
         elif mode == "results":
             messages = await agent.sessions.load(ctx)
             print(json.dumps([[r.text, r.is_error] for m in messages for r in m.tool_results]))
@@ -199,13 +201,19 @@ KILLS = 12
 
 
 def test_kills_at_random_moments_never_run_it_twice_or_unapproved(tmp_path: Path) -> None:
-    """Pause, then resume with the approval and kill the resumer at a random moment; then
-    resume once more, cleanly. Whatever the moment, the tool ran exactly once, and the ledger
-    recorded its approval before its start."""
+    """Pause, killed at a random moment; resume with the approval, killed at a random moment;
+    then resume once more, cleanly. Whatever the moments, the tool never ran before its
+    approval, it ran exactly once, and the ledger recorded the approval before the start."""
     rng = random.Random(20261203)
     for round_ in range(KILLS):
         root = tmp_path / f"round{round_}"
-        ident = paused(root)
+        pausing = worker(root, "pause")
+        time.sleep(rng.uniform(0.0, 1.2))  # killed while it pauses, or after
+        kill(pausing)
+        assert runs(root) == []  # a gated call never runs before its approval
+        waiting = finish(worker(root, "pending"))
+        assert isinstance(waiting, list)
+        ident = str(waiting[0]) if waiting else paused(root)
         resumer = worker(root, "resume-jitter", ident)
         time.sleep(rng.uniform(0.0, 1.5))  # a process start takes about 0.5 s here
         kill(resumer)

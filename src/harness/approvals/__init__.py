@@ -3,7 +3,7 @@
 See ``docs/approvals.md`` for the flows (Python, CLI) and what each crash point leaves.
 """
 
-from harness.approvals.gate import ApprovalGate, fingerprint
+from harness.approvals.gate import ApprovalGate, fingerprint, still_waiting
 from harness.approvals.ledger import (
     ApprovalLedger,
     FileLedger,
@@ -40,4 +40,5 @@ __all__ = [
     "fingerprint",
     "ledger_for",
     "requires_approval",
+    "still_waiting",
 ]

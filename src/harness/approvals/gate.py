@@ -30,7 +30,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,9 +45,19 @@ from harness.approvals.policy import (
 )
 from harness.context import RuntimeContext
 from harness.errors import ApprovalConflict, UnknownApproval
-from harness.kernel import Decision, Defer, Run, Substitute, Tool, ToolResultBlock, ToolUseBlock
+from harness.kernel import (
+    Decision,
+    Defer,
+    Msg,
+    Run,
+    Substitute,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+    unanswered_calls,
+)
 
-__all__ = ["ApprovalGate", "fingerprint"]
+__all__ = ["ApprovalGate", "fingerprint", "still_waiting"]
 
 logger = logging.getLogger(__name__)
 
@@ -170,12 +180,18 @@ class ApprovalGate:
         }
 
     async def pending(self, key: str) -> list[PendingApproval]:
-        """The session's approvals that wait for a decision, oldest first."""
+        """The session's approvals that wait for a decision, oldest first.
+
+        Not those expired: an expired request counts as rejected.
+        """
         approvals = _approvals(await self.ledger.records(key))
+        now = self.clock()
         return [
             _pending(approval)
             for approval in approvals.values()
-            if approval.decided is None and not approval.started
+            if approval.decided is None
+            and not approval.started
+            and now <= approval.request["expires_at"]
         ]
 
     async def record(
@@ -367,6 +383,16 @@ def _unknown(call: ToolUseBlock) -> Substitute:
             is_error=True,
         )
     )
+
+
+def still_waiting(pending: list[PendingApproval], messages: Sequence[Msg]) -> list[PendingApproval]:
+    """The requests whose calls the session holds unanswered.
+
+    A request whose call never reached the session (its process stopped before the save)
+    waits for nothing.
+    """
+    waiting = {call.id for call in unanswered_calls(messages)}
+    return [request for request in pending if request.tool_call_id in waiting]
 
 
 def _as_record(decision: ReviewerDecision) -> Record:

@@ -16,7 +16,13 @@ from typing import Annotated, Any
 import typer
 
 from harness.agent import DEFAULT_AGENT_NAME
-from harness.approvals import ApprovalGate, ApprovalPolicy, ReviewerDecision, ledger_for
+from harness.approvals import (
+    ApprovalGate,
+    ApprovalPolicy,
+    ReviewerDecision,
+    ledger_for,
+    still_waiting,
+)
 from harness.cli._common import (
     AgentOpt,
     ApprovalOpt,
@@ -61,8 +67,11 @@ def list_command(
         ctx = RuntimeContext(session_id=session, user_id=user)
         async with opened_workspace(workspace, store) as manager:
             gate = ApprovalGate(ApprovalPolicy(), ledger_for(manager))
-            key = SessionStore(manager, agent).directory(ctx)
-            return [pending.as_dict() for pending in await gate.pending(key)]
+            sessions = SessionStore(manager, agent)
+            pending = await gate.pending(sessions.directory(ctx))
+            if pending:
+                pending = still_waiting(pending, await sessions.read(ctx))
+            return [request.as_dict() for request in pending]
 
     pending = run_async(_list())
     if as_json:

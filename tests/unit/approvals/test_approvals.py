@@ -349,3 +349,46 @@ async def test_a_resolver_decides_in_process_without_a_pause(
     assert reply.text == "done"
     assert [p.tool for p in seen] == ["deploy"]
     assert sorted(witness.runs()) == ["deploy:prod", "note"]
+
+
+async def test_a_request_whose_call_never_reached_the_session_blocks_nothing(
+    workspace: Path, witness: Witness
+) -> None:
+    """The process stopped after the request and before the session's save: nothing waits."""
+    await pause(make(workspace, witness))
+    agent = make(workspace, witness, turns=({"text": "hello again", "repeat": True},))
+    session = workspace / "users" / "ann" / agent.sessions.path(CTX).split("users/ann/", 1)[-1]
+    first = session.read_text().splitlines()[0]
+    session.write_text(first + "\n")  # only the user's message was saved
+
+    assert await agent.pending_approvals(CTX) == []
+    assert (await agent.call("hello", ctx=CTX)).text == "hello again"
+    await agent.aclose()
+    assert "deploy:prod" not in witness.runs()
+
+
+async def test_a_subagent_never_runs_a_gated_tool_unapproved(
+    workspace: Path, witness: Witness
+) -> None:
+    """The child inherits the gate; its pause reaches the parent as a failed spawn."""
+    turns = (
+        {
+            "match": "delegate",
+            "tool_calls": [
+                {"name": "agent_spawn", "input": {"agent_id": "general-purpose", "task": "ship"}}
+            ],
+        },
+        SHIP,
+        {"match": "status: error", "text": "the child could not finish", "repeat": True},
+        DONE,
+    )
+    agent = make(workspace, witness, turns=turns)
+    reply = await agent.call("delegate it", ctx=CTX)
+    messages = await agent.sessions.load(CTX)
+    await agent.aclose()
+
+    assert reply.text == "the child could not finish"
+    spawned = [r for m in messages for r in m.tool_results if r.name == "agent_spawn"]
+    assert spawned[0].is_error
+    assert "wait for a decision" in spawned[0].text
+    assert "deploy:prod" not in witness.runs()
