@@ -11,6 +11,7 @@ ledger know), new turns while the call waits, a crash that left ``started`` with
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,11 @@ def _model() -> Any:
     )
 
 
+def _started(ident: str, now: float) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The ledger change of a process that recorded the start and died before the tool ran."""
+    return lambda _: [{"kind": "started", "id": ident, "at": now, "arguments": {}}]
+
+
 DECISIONS = {
     "approve": ReviewerDecision("approve"),
     "edit": ReviewerDecision("edit", arguments={"target": "staging"}),
@@ -142,8 +148,7 @@ async def _story(root: Path, steps: list[tuple[str, str]]) -> None:
                 # The process died right after recording the start, before the tool ran.
                 records = await worker.approvals.ledger.records(key)
                 if not any(r.get("kind") == "started" for r in records):
-                    start = {"kind": "started", "id": ident, "at": clock.now, "arguments": {}}
-                    await worker.approvals.ledger.change(key, lambda _, r=start: [r])
+                    await worker.approvals.ledger.change(key, _started(ident, clock.now))
                     crashed = True
             elif step in ("resume", "new-turn"):
                 try:
