@@ -208,15 +208,8 @@ class MemoryLedger:
 
 
 def ledger_for(workspace: WorkspaceManager, store: BaseStore | None = None) -> ApprovalLedger:
-    """Where a workspace's approvals are kept: where its leases are (``leases_for``)."""
-    from harness.filesystem.remote import RemoteFilesystem
-
-    backend = workspace.backend
-    if store is None and isinstance(backend, RemoteFilesystem):
-        store = backend.store
-    if store is not None:
-        return StoreLedger(store)
-    if workspace.is_local:
-        root = workspace.root.resolve()
-        return FileLedger(root.parent / f".{root.name}.approvals")
-    return MemoryLedger()
+    """Where a workspace's approvals are kept: out of the model's reach, beside the leases."""
+    where = workspace.out_of_reach("approvals", store)
+    if where is None:
+        return MemoryLedger()
+    return FileLedger(where) if isinstance(where, Path) else StoreLedger(where)

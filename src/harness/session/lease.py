@@ -176,17 +176,10 @@ class ProcessLeases:
 
 def leases_for(workspace: WorkspaceManager, store: BaseStore | None) -> SessionLeases:
     """The leases that exclude every caller who can reach this workspace's sessions."""
-    from harness.filesystem.remote import RemoteFilesystem
-
-    backend = workspace.backend
-    if store is None and isinstance(backend, RemoteFilesystem):
-        store = backend.store
-    if store is not None:
-        return StoreLeases(store)
-    if workspace.is_local:
-        root = workspace.root.resolve()
-        return FileLeases(root.parent / f".{root.name}.leases")
-    return ProcessLeases()
+    where = workspace.out_of_reach("leases", store)
+    if where is None:
+        return ProcessLeases()
+    return FileLeases(where) if isinstance(where, Path) else StoreLeases(where)
 
 
 async def _waiting(key: str, wait: float, attempt: Callable[[], Awaitable[_T | None]]) -> _T:

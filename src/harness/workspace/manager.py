@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from harness.errors import PathOutsideWorkspace, StorageError, UnusableFile, WorkspaceError
 from harness.filesystem._beneath import (
@@ -54,6 +54,9 @@ from harness.layout import (
     user_prefix,
 )
 from harness.paths import normalize, resolve_inside
+
+if TYPE_CHECKING:
+    from harness.stores.base import BaseStore
 
 __all__ = [
     "MAX_TEXT_BYTES",
@@ -122,6 +125,26 @@ class WorkspaceManager:
         """Whether the files are the local directory ``root`` (so tools like ``rg`` see them)."""
         backend = self.backend
         return isinstance(backend, LocalFilesystem) and Path(backend.root) == self.root
+
+    def out_of_reach(self, kind: str, store: BaseStore | None = None) -> BaseStore | Path | None:
+        """Where state the model must not reach, shared by every process, is kept.
+
+        For the session leases and the approval ledger (``kind`` names the directory): the
+        store when there is one (given, or the one the files are in), else the directory
+        ``<parent>/.<workspace name>.<kind>`` beside a workspace on this machine's disk, which
+        neither the file tools nor the sandbox reach; None when neither exists (a backend of
+        another kind: such state is this process's alone).
+        """
+        from harness.filesystem.remote import RemoteFilesystem  # the store's backend
+
+        if store is None and isinstance(self.backend, RemoteFilesystem):
+            store = self.backend.store
+        if store is not None:
+            return store
+        if self.is_local:
+            root = self.root.resolve()
+            return root.parent / f".{root.name}.{kind}"
+        return None
 
     def local_path(self, path: str) -> Path:
         """The local path of a workspace path (policy-checked)."""
