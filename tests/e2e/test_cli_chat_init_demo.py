@@ -248,7 +248,8 @@ DEMO_SECTIONS = (
     "8. A skill, loaded when needed",
     "9. The trace of a call",
     "10. The same agent in a bubblewrap sandbox",
-    "11. Files in the workspace",
+    "11. A tool call that waits for approval",
+    "12. Files in the workspace",
 )
 
 
@@ -329,8 +330,9 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     # the tool call, the answer, the follow-up, the log tool call, the summary, the log answer;
     # then the spawn, its answer, the subagent's tool call and report, the answer to the notice;
     # the new agent's agent_send, the subagent's answer, the new agent's answer;
-    # then load_skill, read_file and the answer; then execute and the answer
-    assert len(requests.agent) == 19
+    # then load_skill, read_file and the answer; then execute and the answer; then the gated
+    # call (the request before the pause) and, once approved, the answer
+    assert len(requests.agent) == 21
     # one per call of the guide and of the subagent (the prefix was flushed already)
     assert len(requests.flush) == 8
     assert len(requests.consolidation) == 1  # step 4
@@ -445,7 +447,13 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         assert "execute -> Exit code: 0" in step10
         assert "hello from /workspace" in step10
         assert "ls: cannot access '/root'" in step10
-    # 11. The files: the transcript beside the session, the index beside the workspace.
+    # 11. The gated call waited, a new agent approved it, and it ran once.
+    step11 = section_text(stdout, 11)
+    assert 'publish_changelog({"channel": "#releases"})' in step11
+    assert "the tool ran 1 time(s)" in step11
+    assert "guide: The changelog is out on #releases." in step11
+    assert (root.parent / f".{root.name}.approvals").is_dir()  # beside it, not in it
+    # 12. The files: the transcript beside the session, the index beside the workspace.
     transcripts = sessions_dir(root, user="ada", agent="guide")
     assert visible_files(transcripts) == [
         "delegation.flush.json",
@@ -459,7 +467,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     ]
     # The table lists what the tour wrote (lock files left out), and nothing else is there.
     lines = stdout.splitlines()
-    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[10] in line)
+    title = next(i for i, line in enumerate(lines) if DEMO_SECTIONS[11] in line)
     rows = [re.fullmatch(r"\s*[\d,]+  (\S+)", line) for line in lines[title + 1 :]]
     listed = [row[1] for row in rows if row]
     (kept,) = (root / "users/ada/memory/.history").glob("MEMORY-*.md")  # the replaced text
@@ -474,6 +482,8 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "subagents/log-analyst.md",
         "users/ada/MEMORY.md",
         "users/ada/agents/guide/children/delegation.json",
+        "users/ada/agents/guide/context/approval/messages.jsonl",
+        "users/ada/agents/guide/context/approval/state.json",
         "users/ada/agents/guide/context/delegation/messages.jsonl",
         "users/ada/agents/guide/context/delegation/state.json",
         "users/ada/agents/guide/context/sandbox/messages.jsonl",
@@ -492,6 +502,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
         "users/ada/agents/guide/sessions/tour.log.jsonl",
         f"users/ada/agents/guide/tasks/{record_file.name}",
         f"users/ada/agents/guide/tasks/{result_file.name}",
+        "users/ada/agents/guide/traces/approval.jsonl",
         "users/ada/agents/guide/traces/delegation.jsonl",
         "users/ada/agents/guide/traces/sandbox.jsonl",
         "users/ada/agents/guide/traces/skills.jsonl",
@@ -574,7 +585,7 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 def test_commands_are_the_documented_six() -> None:
     assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "serve", "trace"]
     # their subcommands: test_cli_memory.py, test_cli_tasks.py, tests/serve/, and below
-    assert GROUPS == ["keys", "memory", "sessions", "tasks"]
+    assert GROUPS == ["approvals", "keys", "memory", "sessions", "tasks"]
 
 
 def test_top_level_help_lists_every_command(helps: dict[str, Result]) -> None:

@@ -19,11 +19,13 @@ from rich.panel import Panel
 from rich.text import Text
 
 from harness.agent import HarnessAgent
+from harness.approvals import ApprovalRule
 from harness.cli._common import checked_workspace
 from harness.cli._output import out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
+from harness.errors import CallPaused
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig
@@ -191,9 +193,10 @@ async def run_demo(workspace: Path | None) -> Path:
     await _skill(root, script)
     await _trace(root)
     await _sandbox(root, script)
+    await _approval(root, script)
 
     # Plain lines rather than a table: a path must stay whole, to be copied, at any width.
-    out.rule("11. Files in the workspace")
+    out.rule("12. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
@@ -381,6 +384,63 @@ async def _sandbox(root: Path, script: Path) -> None:
         soft_wrap=True,
     )
     out.print()
+
+
+async def _approval(root: Path, script: Path) -> None:
+    """Step 11: a gated tool waits for a person; another process approves it; it runs once."""
+    ctx = RuntimeContext(session_id="approval", user_id="ada")
+    published: list[str] = []
+
+    async def publish_changelog(channel: str) -> str:
+        """Post the changelog to a channel.
+
+        Args:
+            channel: Where to post it.
+        """
+        published.append(channel)
+        return f"Published to {channel}."
+
+    def agent() -> HarnessAgent:
+        return HarnessAgent(
+            name="guide",
+            model=ScriptedChatModel.from_file(script),
+            workspace=root,
+            tools=[publish_changelog],
+            approvals={"publish_changelog": ApprovalRule(description="Posts to a public channel")},
+            memory=None,
+            subagents=None,
+        )
+
+    ask = "Publish the changelog, please."
+    first = agent()
+    try:
+        await first.call(ask, ctx=ctx)
+        pending: list[dict[str, Any]] = []
+    except CallPaused as paused:
+        pending = paused.pending
+    finally:
+        await first.aclose()
+    (request,) = pending
+    later = agent()  # as another process would: the session and the ledger carry the pause
+    reply = await later.resume({request["id"]: "approve"}, ctx=ctx, by="the tour")
+    await later.aclose()
+    body = Text()
+    body.append(f"you: {ask}\n", style="bold")
+    body.append(
+        f"The call waited before it ran: {request['tool']}({json.dumps(request['arguments'])}), "
+        f"{request['description']!r}, approval {request['id']}.\n"
+        f"A new agent approved it; the tool ran {len(published)} time(s).\n\n"
+    )
+    body.append(f"guide: {reply.text}", style="bold")
+    out.print(Panel(body, title="11. A tool call that waits for approval"))
+    out.print(
+        "  The pause is kept in the session and in the approval ledger beside the workspace "
+        f"({root.parent.name}/.{root.name}.approvals/), out of the agent's reach. From the "
+        "command line: `harness run --approval TOOL`, then `harness approvals list` and "
+        "`harness approvals approve ID` (docs/approvals.md).\n",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _skills_line(request: list[Msg]) -> str:
