@@ -7,6 +7,7 @@ import contextlib
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
@@ -140,3 +141,46 @@ async def test_sigterm_past_the_grace_stops_the_turn_and_keeps_its_question(
     assert [json.loads(line)["content"] for line in saved.splitlines()] == [
         [{"type": "text", "text": "slow work"}]
     ]
+
+
+async def test_two_workers_approving_at_once_run_the_call_once(tmp_path: Path) -> None:
+    """`harness serve --workers 2 --approval memory_save`: a turn pauses on one worker; the
+    same approval posted at once to both workers (whichever gets each request) runs it once."""
+    gated = {
+        "turns": [
+            {
+                "match": "^ship",
+                "tool_calls": [{"name": "memory_save", "input": {"fact": "ran-once-token"}}],
+            },
+            {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+            {"text": "Saved.", "repeat": True},
+        ]
+    }
+    path = tmp_path / "gated.json"
+    path.write_text(json.dumps(gated))
+    workspace = tmp_path / "ws"
+    args = ["-w", str(workspace), "-m", f"scripted:{path}", "--workers", "2"]
+    args += ["--approval", "memory_save"]
+    with serve_process(args, tmp_path / "workers.log") as (url, _):
+        paused = await _stream(url, "/v1/sessions/s1/turns", {"input": "ship it"})
+        assert paused[-1][0] == "turn.paused"
+        ident = dict(paused)["approval.requested"]["id"]
+        approve = {"decisions": {ident: {"kind": "approve"}}}
+        both = await asyncio.gather(
+            _stream(url, "/v1/sessions/s1/approvals", approve),
+            _stream(url, "/v1/sessions/s1/approvals", approve),
+        )
+    replies = [dict(stream)["turn.completed"]["message"]["text"] for stream in both]
+    assert replies == ["Saved.", "Saved."]
+    logs = list((workspace / "memory").glob("*.md"))
+    assert sum(log.read_text().count("ran-once-token") for log in logs) == 1
+
+
+async def _stream(url: str, path: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A POST's event stream, from a client of its own (a connection, a worker, of its own)."""
+    async with (
+        httpx2.AsyncClient(base_url=url, timeout=30) as api,
+        api.stream("POST", path, json=body) as reply,
+    ):
+        assert reply.status_code == 200, await reply.aread()
+        return list(sse_events(iter([line + "\n" async for line in reply.aiter_lines()])))
