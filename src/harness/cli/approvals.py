@@ -19,6 +19,7 @@ from harness.agent import DEFAULT_AGENT_NAME
 from harness.approvals import (
     ApprovalGate,
     ApprovalPolicy,
+    DecisionKind,
     ReviewerDecision,
     ledger_for,
     still_waiting,
@@ -35,9 +36,12 @@ from harness.cli._common import (
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
+    not_blank,
     opened_workspace,
     print_pending,
     run_async,
+    valid_id,
+    valid_text,
 )
 from harness.cli._output import out, setup_logging
 from harness.context import RuntimeContext
@@ -49,7 +53,10 @@ approvals_app = typer.Typer(
     help="Tool calls waiting for your approval, and your decisions.", no_args_is_help=True
 )
 
-IdArg = Annotated[str, typer.Argument(help="The approval's id (see `harness approvals list`).")]
+IdArg = Annotated[
+    str,
+    typer.Argument(help="The approval's id (see `harness approvals list`).", callback=valid_id),
+]
 
 
 @approvals_app.command("list")
@@ -126,14 +133,15 @@ def approve_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Approve a call: it runs (once) and the turn continues."""
-    _decide(ReviewerDecision("approve"), ident, **_given(locals()))
+    _decide(_decision("approve"), ident, **_given(locals()))
 
 
 @approvals_app.command("reject")
 def reject_command(
     ident: IdArg,
     message: Annotated[
-        str | None, typer.Option("--message", "-m", help="Why; the model reads it.")
+        str | None,
+        typer.Option("--message", "-m", help="Why; the model reads it.", callback=valid_text),
     ] = None,
     workspace: WorkspaceOpt = None,
     session: SessionOpt = "default",
@@ -147,14 +155,17 @@ def reject_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Reject a call: it does not run, the model is told so, and the turn continues."""
-    _decide(ReviewerDecision("reject", message=message), ident, **_given(locals()))
+    _decide(_decision("reject", message=message), ident, **_given(locals()))
 
 
 @approvals_app.command("edit")
 def edit_command(
     ident: IdArg,
     arguments: Annotated[
-        str, typer.Option("--arguments", "-a", help="The arguments to run with, as JSON.")
+        str,
+        typer.Option(
+            "--arguments", "-a", help="The arguments to run with, as JSON.", callback=valid_text
+        ),
     ],
     workspace: WorkspaceOpt = None,
     session: SessionOpt = "default",
@@ -175,13 +186,16 @@ def edit_command(
         raise typer.BadParameter(msg) from None
     if not isinstance(parsed, dict):
         raise typer.BadParameter("--arguments must be a JSON object")
-    _decide(ReviewerDecision("edit", arguments=parsed), ident, **_given(locals()))
+    _decide(_decision("edit", arguments=parsed), ident, **_given(locals()))
 
 
 @approvals_app.command("respond")
 def respond_command(
     ident: IdArg,
-    text: Annotated[str, typer.Argument(help="What the model reads instead of the result.")],
+    text: Annotated[
+        str,
+        typer.Argument(help="What the model reads instead of the result.", callback=not_blank),
+    ],
     workspace: WorkspaceOpt = None,
     session: SessionOpt = "default",
     user: UserOpt = None,
@@ -194,7 +208,15 @@ def respond_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Answer instead of running the call: the model reads your text as its result."""
-    _decide(ReviewerDecision("respond", message=text), ident, **_given(locals()))
+    _decide(_decision("respond", message=text), ident, **_given(locals()))
+
+
+def _decision(kind: DecisionKind, **fields: Any) -> ReviewerDecision:
+    """The decision, or a usage error (exit 2) that says what is wrong with it."""
+    try:
+        return ReviewerDecision(kind, **fields)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 _RUN_OPTIONS = (
