@@ -630,6 +630,8 @@ class HarnessAgent:
         if policy is None and not any(marked(tool.func) for tool in tools):
             return []
         self.approvals = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace, store))
+        if self.subagents is not None:  # a subagent's waiting call is decided through this one
+            self.approvals.continue_child = self.subagents.spawning.continue_child
         return [ApprovalHook(self.approvals, self.sessions.directory)]
 
     def _skills(self, enabled: bool) -> list[Hook]:

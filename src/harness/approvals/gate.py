@@ -30,7 +30,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,7 +44,7 @@ from harness.approvals.policy import (
     ReviewerDecision,
 )
 from harness.context import RuntimeContext
-from harness.errors import ApprovalConflict, UnknownApproval
+from harness.errors import ApprovalConflict, CallPaused, UnknownApproval
 from harness.kernel import (
     Decision,
     Defer,
@@ -52,6 +52,7 @@ from harness.kernel import (
     Run,
     Substitute,
     Tool,
+    ToolFailure,
     ToolResultBlock,
     ToolUseBlock,
     unanswered_calls,
@@ -65,6 +66,10 @@ MAX_KEPT_RESULT: Final = 20_000
 """Characters of a gated tool's result the ledger keeps (what a resume replays after a crash)."""
 
 Clock = Callable[[], float]
+
+ContinueChild = Callable[[str, Mapping[str, ReviewerDecision], RuntimeContext], Awaitable[str]]
+"""``continue_child(child_key, decisions, ctx)``: the waiting parent call's result, once the
+child went on with the decisions; raises ``CallPaused`` while the child still waits."""
 
 
 def fingerprint(
@@ -133,6 +138,8 @@ class ApprovalGate:
         self.policy = policy
         self.ledger = ledger
         self.clock = clock
+        self.continue_child: ContinueChild | None = None
+        """Continues a subagent whose call waited, with decisions (the subagent tools')."""
 
     # -- what the agent asks ---------------------------------------------------------------
 
@@ -170,6 +177,51 @@ class ApprovalGate:
             return []
 
         await self.ledger.change(key, change)
+
+    async def delegated(
+        self, key: str, agent: str, ctx: RuntimeContext, pending: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Record the requests a paused call's tool surfaced (a subagent's) as this session's.
+
+        Each is bound to the call it came through (``via_tool_call``): the parent's call waits
+        for it, and a decision on it continues the child (:attr:`continue_child`).
+        """
+        now = self.clock()
+        surfaced = [p for p in pending if p.get("via_tool_call") and p.get("child_key")]
+
+        def change(records: list[Record]) -> list[Record]:
+            known = _approvals(records)
+            return [
+                {
+                    "kind": "requested",
+                    "id": str(p["id"]),
+                    "at": now,
+                    "tool": p.get("tool"),
+                    "arguments": p.get("arguments"),
+                    "description": p.get("description"),
+                    "decisions": list(p.get("decisions") or ["reject"]),
+                    "expires_at": p.get("expires_at") or now,
+                    "agent": agent,
+                    "session_id": ctx.session_id,
+                    "user_id": ctx.user_id,
+                    "tool_call_id": p["via_tool_call"],
+                    "idempotent": False,
+                    "fingerprint": fingerprint(
+                        str(p.get("via_tool")),
+                        p.get("via_input") or {},
+                        agent,
+                        ctx,
+                        str(p["via_tool_call"]),
+                    ),
+                    "subagent": p.get("subagent"),
+                    "child_key": p["child_key"],
+                }
+                for p in surfaced
+                if str(p["id"]) not in known
+            ]
+
+        if surfaced:
+            await self.ledger.change(key, change)
 
     async def waiting(self, key: str) -> set[str]:
         """The tool-call ids this session's ledger has requests for (left unrepaired on load)."""
@@ -298,6 +350,8 @@ class ApprovalGate:
         mine = [a for a in approvals.values() if a.request.get("tool_call_id") == call.id]
         if not mine:
             return None  # not a call that waited: the kernel's lost result
+        if mine[-1].request.get("child_key"):
+            return await self._delegated(key, agent, ctx, call, mine)
         approval = mine[-1]
         request = approval.request
         if request.get("fingerprint") != fingerprint(call.name, call.input, agent, ctx, call.id):
@@ -306,15 +360,7 @@ class ApprovalGate:
             )
             return _refused(call, "it does not match the call that was submitted for approval")
         if approval.finished is not None:
-            kept = approval.finished.get("result") or {}
-            return Substitute(
-                ToolResultBlock(
-                    id=call.id,
-                    name=call.name,
-                    output=str(kept.get("output", "")),
-                    is_error=bool(kept.get("is_error")),
-                )
-            )
+            return _kept(call, approval.finished)
         if approval.started and not request.get("idempotent"):
             return _unknown(call)
         decided = approval.decided
@@ -352,6 +398,60 @@ class ApprovalGate:
             return Run()
         return Run(arguments=arguments, note="run with arguments a reviewer edited")
 
+    async def _delegated(
+        self,
+        key: str,
+        agent: str,
+        ctx: RuntimeContext,
+        call: ToolUseBlock,
+        mine: list[_Approval],
+    ) -> Decision:
+        """A call whose tool (a subagent) waited: continue the child once it is decided."""
+        surfaced = [a for a in mine if a.request.get("child_key") == mine[-1].request["child_key"]]
+        first = surfaced[0].request
+        if first.get("fingerprint") != fingerprint(call.name, call.input, agent, ctx, call.id):
+            return _refused(call, "it does not match the call that was submitted for approval")
+        done = next((a.finished for a in surfaced if a.finished is not None), None)
+        if done is not None:
+            return _kept(call, done)
+        now = self.clock()
+        decisions = {
+            a.request["id"]: ReviewerDecision(
+                a.decided["decision"]["kind"],
+                arguments=a.decided["decision"].get("arguments"),
+                message=a.decided["decision"].get("message"),
+            )
+            for a in surfaced
+            if a.decided is not None
+        }
+        open_ = [a for a in surfaced if a.decided is None and now <= a.request["expires_at"]]
+        if open_ and not decisions:
+            first_open, *rest = (_pending(a).as_dict() for a in open_)
+            return Defer(first_open, rest)
+        if self.continue_child is None:
+            return _refused(call, "this agent cannot continue its subagents")
+        try:
+            text = await self.continue_child(str(first["child_key"]), decisions, ctx)
+        except CallPaused as paused:  # the child waits again, for what is still undecided
+            via = {"via_tool_call": call.id, "via_tool": call.name, "via_input": call.input}
+            again = [{**p, **via} for p in paused.pending]
+            await self.delegated(key, agent, ctx, again)
+            first_again, *rest = again
+            return Defer(first_again, rest)
+        result = ToolResultBlock(
+            id=call.id, name=call.name, output=text, is_error=isinstance(text, ToolFailure)
+        )
+        kept = {"output": text[:MAX_KEPT_RESULT], "is_error": result.is_error}
+        ident = first["id"]
+        await self.ledger.change(
+            key,
+            lambda _: [
+                {"kind": "started", "id": ident, "at": now, "arguments": call.input},
+                {"kind": "finished", "id": ident, "at": self.clock(), "result": kept},
+            ],
+        )
+        return Substitute(result)
+
     async def _start(self, key: str, request: Record, arguments: Mapping[str, Any]) -> bool:
         """Record that the run starts, unless it started already; whether it was recorded."""
         claimed = False
@@ -368,6 +468,19 @@ class ApprovalGate:
 
         await self.ledger.change(key, start)
         return claimed
+
+
+def _kept(call: ToolUseBlock, finished: Record) -> Substitute:
+    """The result the ledger kept of a run that finished: the tool does not run again."""
+    kept = finished.get("result") or {}
+    return Substitute(
+        ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=str(kept.get("output", "")),
+            is_error=bool(kept.get("is_error")),
+        )
+    )
 
 
 def _unknown(call: ToolUseBlock) -> Substitute:

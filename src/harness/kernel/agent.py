@@ -124,6 +124,17 @@ class _Call:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Waits:
+    """A tool's run that paused itself (a subagent whose call waits for approval).
+
+    ``pending`` is what its work waits for (``CallPaused.pending``), each with the call it came
+    through (``via_tool_call``, ``via_tool``, ``via_input``).
+    """
+
+    pending: list[dict[str, Any]]
+
+
 def new_call_id() -> str:
     """A fresh call id: ``call-`` and 12 random hex digits, carried by every event of the call."""
     return f"call-{secrets.token_hex(6)}"
@@ -458,22 +469,26 @@ class ReActAgent:
         else:
             ran = [await self._act(call, use, run) for _, use, run in running]
         results = dict(zip([index for index, _, _ in running], ran, strict=True))
-        deferred: list[Defer] = []
+        pending: list[dict[str, Any]] = []
         for index, (use, decision) in enumerate(zip(uses, decided, strict=True)):
             if isinstance(decision, Defer):
-                deferred.append(decision)
+                pending += [dict(decision.request), *(dict(more) for more in decision.more)]
             elif isinstance(decision, Run):
-                call.memory.append(results[index])
+                result = results[index]
+                if isinstance(result, _Waits):  # the tool paused itself: its call waits too
+                    pending.extend(result.pending)
+                else:
+                    call.memory.append(result)
             else:  # answered without running
                 given = storable(decision.result.model_copy(update={"id": use.id}))
                 if call.emit is not None:
                     call.emit(ToolFinished(given))
                 call.memory.append(Msg.tool_result(given))
-        if deferred:
-            msg = f"{len(deferred)} tool call(s) wait for a decision before they run"
-            raise CallPaused(msg, pending=[dict(d.request) for d in deferred])
+        if pending:
+            msg = f"{len(pending)} tool call(s) wait for a decision before they run"
+            raise CallPaused(msg, pending=pending)
 
-    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg:
+    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg | _Waits:
         ctx, emit = call.ctx, call.emit
         if run.arguments is not None:  # the tool runs with what a reviewer gave, not the model
             use = use.model_copy(update={"input": dict(run.arguments)})
@@ -481,7 +496,11 @@ class ReActAgent:
         if emit is not None:
             emit(ToolStarted(use))
         started = time.perf_counter()
-        result = await self.toolkit.call(use, ctx)
+        try:
+            result = await self.toolkit.call(use, ctx)
+        except CallPaused as paused:  # the tool's work waits (a subagent's approval)
+            via = {"via_tool_call": use.id, "via_tool": use.name, "via_input": use.input}
+            return _Waits([{**request, **via} for request in paused.pending])
         if run.note:
             result = _noted(result, run.note)
         event = PostActing(

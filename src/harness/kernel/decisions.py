@@ -63,9 +63,13 @@ class Substitute:
 
 @dataclass(frozen=True, slots=True)
 class Defer:
-    """Do not run the tool now: the call pauses, and ``request`` says what it waits for."""
+    """Do not run the tool now: the call pauses, and ``request`` says what it waits for.
+
+    ``more``: further requests the same call waits for (a subagent waiting on several).
+    """
 
     request: Mapping[str, Any]
+    more: Sequence[Mapping[str, Any]] = ()
 
 
 Decision = Run | Substitute | Defer

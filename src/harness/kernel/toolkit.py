@@ -8,9 +8,11 @@ not shown to the model; it receives the context of the call that runs the tool.
 
 Running a tool never raises into the agent loop: unknown tools, arguments that fail validation
 and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
-``is_error=True`` and a message the model can act on. A tool that refuses or fails without
-raising returns its message as a :class:`ToolFailure`, which is marked ``is_error`` too. Sync
-tools run in a worker thread so they cannot block the event loop.
+``is_error=True`` and a message the model can act on. The one exception is
+:class:`~harness.errors.CallPaused`: a tool whose work waits for a decision (a subagent whose
+own call waits for approval) pauses its call, which waits with it. A tool that refuses or
+fails without raising returns its message as a :class:`ToolFailure`, which is marked
+``is_error`` too. Sync tools run in a worker thread so they cannot block the event loop.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pydantic import (
 )
 
 from harness.context import RuntimeContext
+from harness.errors import CallPaused
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
 
@@ -231,6 +234,8 @@ class Tool:
                 value = await asyncio.to_thread(self.func, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
+        except CallPaused:
+            raise  # the tool's own call waits (a subagent's call waits for approval)
         except Exception as exc:
             logger.debug("tool %s failed", self.name, exc_info=True)
             return _error(call, f"{type(exc).__name__}: {exc}")

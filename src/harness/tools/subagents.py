@@ -21,12 +21,13 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
+from harness.approvals import ReviewerDecision
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import HarnessError
+from harness.errors import CallPaused, HarnessError
 from harness.kernel import ToolFailure
 from harness.mcp.config import TOOL_SEPARATOR
 from harness.options import AgentOptions, child_options
@@ -276,6 +277,43 @@ class SubagentTools:
             for agent in registry.agents.values():
                 await close_child(agent)
 
+    async def continue_child(
+        self, agent_key: str, decisions: Mapping[str, ReviewerDecision], ctx: RuntimeContext
+    ) -> str:
+        """Continue a child whose call waited for approval, with the parent's decisions.
+
+        What the parent's waiting call (its ``agent_spawn`` or ``agent_send``) gets as its
+        result: the child's reply, as a run of that tool would have shown it. Raises
+        :class:`~harness.errors.CallPaused` (surfaced as the parent's) while the child waits.
+        """
+        child = self._find(await self._registry(ctx, reload=True), agent_key, None)
+        if child is None:
+            return ToolFailure(f"Error: Unknown agent_key: {agent_key}")
+        try:
+            agent = await self._agent(child, ctx)
+        except HarnessError as exc:
+            return ToolFailure(f"Error: cannot continue {child.key}: {exc}")
+        resume = getattr(agent, "resume", None)
+        if resume is None:  # a factory's agent that cannot be resumed
+            return ToolFailure(f"Error: subagent {child.agent_id!r} cannot be continued")
+        try:
+            reply = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
+        except CallPaused as paused:
+            raise _surfaced(paused, child) from None
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            return ToolFailure(f"agent_key: {child.key}\nstatus: error\nerror: {message}")
+        return f"agent_key: {child.key}\nstatus: ok\nreply:\n{reply.text}"
+
+    def _child_ctx(self, child: _Child, ctx: RuntimeContext) -> RuntimeContext:
+        return RuntimeContext(
+            session_id=child.session_id,
+            user_id=ctx.user_id,
+            # From the caller, as at the spawn: a registry entry the model rewrote cannot
+            # lower a child's depth below the limit.
+            extra={**ctx.extra, SPAWN_DEPTH_KEY: spawn_depth(ctx) + 1},
+        )
+
     def _path(self, ctx: RuntimeContext) -> str:
         return f"{self.directory}/{safe_segment(ctx.session_id or DEFAULT_SESSION_ID)}.json"
 
@@ -318,13 +356,7 @@ class SubagentTools:
         header: bool,
     ) -> str:
         """Run one turn of the child: wait for it, or hand it to the task repository."""
-        child_ctx = RuntimeContext(
-            session_id=child.session_id,
-            user_id=ctx.user_id,
-            # From the caller, as at the spawn: a registry entry the model rewrote cannot
-            # lower a child's depth below the limit.
-            extra={**ctx.extra, SPAWN_DEPTH_KEY: spawn_depth(ctx) + 1},
-        )
+        child_ctx = self._child_ctx(child, ctx)
 
         try:
             agent = await self._agent(child, ctx)
@@ -355,6 +387,8 @@ class SubagentTools:
         except asyncio.CancelledError:
             running.cancel()  # the parent stopped waiting: the child stops too
             raise
+        except CallPaused as paused:  # the child's call waits: so does the parent's
+            raise _surfaced(paused, child) from None
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             return ToolFailure(
@@ -362,6 +396,13 @@ class SubagentTools:
             )
         ok = f"status: ok\nreply:\n{reply}"
         return ok if header else f"agent_key: {child.key}\n{ok}"
+
+
+def _surfaced(paused: CallPaused, child: _Child) -> CallPaused:
+    """A child's pause as its parent's: each request says which subagent it is of."""
+    about = {"subagent": child.agent_id, "child_key": child.key}
+    pending = [{**request, **about} for request in paused.pending]
+    return CallPaused(f"subagent {child.agent_id!r}: {paused}", pending=pending)
 
 
 def _children(text: str | None, path: str) -> list[_Child]:

@@ -367,10 +367,12 @@ async def test_a_request_whose_call_never_reached_the_session_blocks_nothing(
     assert "deploy:prod" not in witness.runs()
 
 
-async def test_a_subagent_never_runs_a_gated_tool_unapproved(
+async def test_a_subagents_gated_call_pauses_its_parent_and_resumes_through_it(
     workspace: Path, witness: Witness
 ) -> None:
-    """The child inherits the gate; its pause reaches the parent as a failed spawn."""
+    """The child inherits the gate; its waiting call is the parent's pending approval, and a
+    decision on the parent (from another agent, as another process would) continues the
+    child, which runs the tool once, and then the parent."""
     turns = (
         {
             "match": "delegate",
@@ -379,16 +381,25 @@ async def test_a_subagent_never_runs_a_gated_tool_unapproved(
             ],
         },
         SHIP,
-        {"match": "status: error", "text": "the child could not finish", "repeat": True},
+        {"match": "status: ok", "text": "the child shipped it", "repeat": True},
         DONE,
     )
-    agent = make(workspace, witness, turns=turns)
-    reply = await agent.call("delegate it", ctx=CTX)
-    messages = await agent.sessions.load(CTX)
-    await agent.aclose()
-
-    assert reply.text == "the child could not finish"
-    spawned = [r for m in messages for r in m.tool_results if r.name == "agent_spawn"]
-    assert spawned[0].is_error
-    assert "wait for a decision" in spawned[0].text
+    with pytest.raises(CallPaused) as info:
+        await make(workspace, witness, turns=turns).call("delegate it", ctx=CTX)
+    [request] = info.value.pending
+    assert (request["tool"], request["subagent"]) == ("deploy", "general-purpose")
     assert "deploy:prod" not in witness.runs()
+    parent = make(workspace, witness, turns=turns)
+    assert [(p.tool, p.subagent) for p in await parent.pending_approvals(CTX)] == [
+        ("deploy", "general-purpose")
+    ]
+
+    reply = await parent.resume({request["id"]: "approve"}, ctx=CTX)
+    again = await parent.resume({request["id"]: "approve"}, ctx=CTX)  # harmless
+    messages = await parent.sessions.load(CTX)
+    await parent.aclose()
+
+    assert reply.text == again.text == "the child shipped it"
+    assert witness.runs().count("deploy:prod") == 1
+    spawned = [r for m in messages for r in m.tool_results if r.name == "agent_spawn"]
+    assert [(r.is_error, "status: ok" in r.text) for r in spawned] == [(False, True)]
