@@ -62,6 +62,8 @@ async def main():
     agent = HarnessAgent(
         model=ScriptedChatModel([
             {"match": "ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
+            {"match": "^delegate", "tool_calls": [{"name": "agent_spawn", "input": {
+                "agent_id": "general-purpose", "task": "ship it"}}]},
             {"text": "done", "repeat": True},
         ]),
         workspace=root / "ws",
@@ -73,9 +75,9 @@ async def main():
     )
     ctx = RuntimeContext(session_id="s", user_id="ann")
     try:
-        if mode == "pause":
+        if mode in ("pause", "pause-child"):
             try:
-                await agent.call("ship it", ctx=ctx)
+                await agent.call("ship it" if mode == "pause" else "delegate it", ctx=ctx)
             except CallPaused as paused:
                 print(json.dumps(paused.pending))
         elif mode == "pending":
@@ -226,3 +228,20 @@ def test_kills_at_random_moments_never_run_it_twice_or_unapproved(tmp_path: Path
         kinds = [json.loads(line)["kind"] for line in ledger.read_text().splitlines()]
         assert kinds.index("decided") < kinds.index("started"), kinds
         assert kinds.count("started") == 1, kinds
+
+
+def test_a_subagents_call_paused_in_one_process_is_approved_in_another_once(
+    tmp_path: Path,
+) -> None:
+    """The child's waiting call is the parent's; a new process approves it on the parent's
+    session, the child runs the tool once and the parent's turn completes."""
+    pending = finish(worker(tmp_path, "pause-child"))
+    assert isinstance(pending, list)
+    [request] = pending
+    assert (request["tool"], request["subagent"]) == ("deploy", "general-purpose")
+    assert runs(tmp_path) == []
+
+    assert finish(worker(tmp_path, "resume", str(request["id"]))) == "done"
+    assert finish(worker(tmp_path, "resume", str(request["id"]))) == "done"
+
+    assert runs(tmp_path) == ["deploy:prod"]
