@@ -394,8 +394,9 @@ async def test_a_subagents_gated_call_pauses_its_parent_and_resumes_through_it(
         ("deploy", "general-purpose")
     ]
 
-    reply = await parent.resume({request["id"]: "approve"}, ctx=CTX)
-    again = await parent.resume({request["id"]: "approve"}, ctx=CTX)  # harmless
+    ident = str(request["id"])
+    reply = await parent.resume({ident: "approve"}, ctx=CTX)
+    again = await parent.resume({ident: "approve"}, ctx=CTX)  # harmless
     messages = await parent.sessions.load(CTX)
     await parent.aclose()
 
