@@ -21,6 +21,11 @@ finished                      the result the ledger recorded; the tool does not 
 
 A session line that names a call differently from its request (edited in the workspace) runs
 nothing: its result says the call does not match what was requested.
+
+A call whose tool surfaced a subagent's waiting call (:meth:`ApprovalGate.delegated`) waits
+for that request; once it is decided, the child goes on with the decision
+(:attr:`ApprovalGate.continue_child`) and the call's result is the child's reply, kept in the
+ledger as a run's is.
 """
 
 from __future__ import annotations
