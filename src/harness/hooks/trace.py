@@ -57,6 +57,7 @@ from harness.kernel import (
     PreCall,
     PreCompact,
     PreReasoning,
+    ToolDecision,
     ToolResultBlock,
     usage_fields,
 )
@@ -260,6 +261,8 @@ class AgentTraceHook(Hook):
         self._calls: dict[str, _Call] = {}
 
     async def on_event(self, event: Event) -> None:
+        if isinstance(event, ToolDecision):
+            return  # decided after this hook saw it; the ledger, not the trace, keeps decisions
         failed = isinstance(event, Error) and not isinstance(event.error, CallPaused)
         level = logging.WARNING if failed else logging.INFO  # a pause is not a failure
         if logger.isEnabledFor(level):
