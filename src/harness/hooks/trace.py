@@ -1,9 +1,10 @@
 """Agent trace: a log line per event, a JSON-lines trace file per session, optional spans.
 
-Log: one line per event on the ``harness.trace`` logger. INFO lines name the event, the agent,
-the session and the essentials (step, model, message count, tokens, tool names, result sizes,
-latencies); DEBUG adds tool arguments and reply text, shortened. ``harness --verbose`` shows
-them.
+Log: one line per event on the ``harness.trace`` logger (but ``ToolDecision``: the hook sees
+it before the hooks after it decide it, and the approval ledger keeps what was decided). INFO
+lines name the event, the agent, the session and the essentials (step, model, message count,
+tokens, tool names, result sizes, latencies); DEBUG adds tool arguments and reply text,
+shortened. ``harness --verbose`` shows them.
 
 File: with a workspace, every event of a call also becomes one record of
 ``agents/<agent>/traces/<session>.jsonl`` in the caller's namespace (format:
