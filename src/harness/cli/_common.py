@@ -413,8 +413,9 @@ def print_pending(pending: list[dict[str, Any]]) -> None:
     """The approvals a turn waits for, one per line, and how to decide them (on stdout)."""
     for request in pending:
         arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+        whose = f" [subagent {request['subagent']}]" if request.get("subagent") else ""
         out.print(
-            f"approval {request.get('id')}: {request.get('tool')}({arguments}) - "
+            f"approval {request.get('id')}{whose}: {request.get('tool')}({arguments}) - "
             f"{request.get('description')} (decisions: {', '.join(request.get('decisions', []))})",
             markup=False,
             highlight=False,
