@@ -312,7 +312,7 @@ class HarnessAgent:
         msg = "the call's stream ended without a reply"  # the kernel returns or raises
         raise AssertionError(msg)
 
-    async def stream(
+    def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
     ) -> AsyncGenerator[StreamItem, None]:
         """Continue the context's session, yielding deltas and tool activity, then the reply.
@@ -322,9 +322,7 @@ class HarnessAgent:
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
-        async with contextlib.aclosing(self._stream(msgs, self._bind(ctx))) as items:
-            async for item in items:
-                yield item
+        return self._stream(msgs, self._bind(ctx))  # the generator itself: no layer between
 
     async def _stream(
         self,
