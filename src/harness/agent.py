@@ -68,6 +68,7 @@ from harness.kernel import (
     StreamItem,
     Tool,
     Toolkit,
+    replied,
     unanswered_calls,
 )
 from harness.mcp import MCPHook, MCPServerConfig
@@ -305,12 +306,7 @@ class HarnessAgent:
             msgs: A user text, a message, a list of messages, or nothing.
             ctx: Who the call is for and which session it continues (``"default"`` if unset).
         """
-        async with contextlib.aclosing(self.stream(msgs, ctx=ctx)) as items:
-            async for item in items:
-                if isinstance(item, Reply):
-                    return item.message
-        msg = "the call's stream ended without a reply"  # the kernel returns or raises
-        raise AssertionError(msg)
+        return await replied(self.stream(msgs, ctx=ctx))
 
     def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
@@ -395,12 +391,7 @@ class HarnessAgent:
             ApprovalConflict: An approval was already decided otherwise.
             ValueError: A decision its rule does not allow.
         """
-        async with contextlib.aclosing(self.resume_stream(decisions, ctx=ctx, by=by)) as items:
-            async for item in items:
-                if isinstance(item, Reply):
-                    return item.message
-        msg = "the resumed call's stream ended without a reply"  # it returns or raises
-        raise AssertionError(msg)
+        return await replied(self.resume_stream(decisions, ctx=ctx, by=by))
 
     async def resume_stream(
         self,

@@ -12,7 +12,6 @@ from harness.kernel.decisions import (
     Run,
     Substitute,
     lost_result,
-    unanswered_calls,
 )
 from harness.kernel.events import (
     ContextOverflow,
@@ -44,6 +43,7 @@ from harness.kernel.message import (
     drop_unanswered_tail,
     new_id,
     storable,
+    unanswered_calls,
     written_by_harness,
 )
 from harness.kernel.model import (
@@ -67,6 +67,7 @@ from harness.kernel.streaming import (
     ThinkingDelta,
     ToolFinished,
     ToolStarted,
+    replied,
     report,
 )
 from harness.kernel.toolkit import Tool, ToolFailure, Toolkit
@@ -130,6 +131,7 @@ __all__ = [
     "lost_result",
     "new_call_id",
     "new_id",
+    "replied",
     "report",
     "storable",
     "unanswered_calls",

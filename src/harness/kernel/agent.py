@@ -24,7 +24,6 @@ again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import time
@@ -42,7 +41,7 @@ from harness.errors import (
     TurnNotSaved,
 )
 from harness.kernel.cancelling import cancel_and_wait
-from harness.kernel.decisions import Decision, Defer, Run, lost_result, unanswered_calls
+from harness.kernel.decisions import Decision, Defer, Run, lost_result
 from harness.kernel.events import (
     ContextOverflow,
     Error,
@@ -65,6 +64,7 @@ from harness.kernel.message import (
     as_messages,
     drop_unanswered_tail,
     storable,
+    unanswered_calls,
 )
 from harness.kernel.model import ChatModel, ChatResponse, usage_fields
 from harness.kernel.state import SessionState
@@ -78,6 +78,7 @@ from harness.kernel.streaming import (
     ThinkingDelta,
     ToolFinished,
     ToolStarted,
+    replied,
 )
 from harness.kernel.toolkit import Tool, Toolkit
 
@@ -209,14 +210,7 @@ class ReActAgent:
             AgentInterrupted: :meth:`interrupt` stopped the call.
             ModelError: The model failed (see its subclasses).
         """
-        async with contextlib.aclosing(
-            self.stream(msgs, ctx=ctx, memory=memory, state=state)
-        ) as items:
-            async for item in items:
-                if isinstance(item, Reply):
-                    return item.message
-        msg = "the call's stream ended without a reply"  # _run returns or raises: never here
-        raise AssertionError(msg)
+        return await replied(self.stream(msgs, ctx=ctx, memory=memory, state=state))
 
     async def stream(
         self,

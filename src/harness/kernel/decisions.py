@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
+from harness.kernel.message import ToolResultBlock, ToolUseBlock
 
 __all__ = [
     "LOST_RESULT",
@@ -35,7 +35,6 @@ __all__ = [
     "Run",
     "Substitute",
     "lost_result",
-    "unanswered_calls",
 ]
 
 LOST_RESULT: Final = (
@@ -80,15 +79,3 @@ def lost_result(call: ToolUseBlock) -> Substitute:
     return Substitute(
         ToolResultBlock(id=call.id, name=call.name, output=LOST_RESULT, is_error=True)
     )
-
-
-def unanswered_calls(messages: Sequence[Msg]) -> list[ToolUseBlock]:
-    """The tool calls of the last assistant turn that have no result after it."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant" and message.tool_uses:
-            answered = {r.id for m in messages[index + 1 :] for r in m.tool_results}
-            return [call for call in message.tool_uses if call.id not in answered]
-        if message.role != "tool":
-            return []
-    return []

@@ -34,6 +34,7 @@ __all__ = [
     "drop_unanswered_tail",
     "new_id",
     "storable",
+    "unanswered_calls",
     "written_by_harness",
 ]
 
@@ -259,13 +260,28 @@ def drop_unanswered_tail(messages: Sequence[Msg]) -> list[Msg]:
     A call that fails or is interrupted while its tools run leaves such a turn behind; keeping
     it would make the next request carry a tool call without a result, which providers reject.
     """
+    last = _last_tool_turn(messages)
+    if last is None or not last[1]:
+        return list(messages)
+    return list(messages[: last[0]])
+
+
+def unanswered_calls(messages: Sequence[Msg]) -> list[ToolUseBlock]:
+    """The tool calls of the last assistant turn that have no result after it."""
+    last = _last_tool_turn(messages)
+    return last[1] if last is not None else []
+
+
+def _last_tool_turn(messages: Sequence[Msg]) -> tuple[int, list[ToolUseBlock]] | None:
+    """The last assistant turn with tool calls (its index) and its calls that have no result.
+
+    None when a message other than their results follows that turn, or there is none.
+    """
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.role == "assistant" and message.tool_uses:
             answered = {r.id for m in messages[index + 1 :] for r in m.tool_results}
-            if all(call.id in answered for call in message.tool_uses):
-                return list(messages)
-            return list(messages[:index])
+            return index, [call for call in message.tool_uses if call.id not in answered]
         if message.role != "tool":
-            return list(messages)
-    return list(messages)
+            return None
+    return None

@@ -9,7 +9,8 @@ happened, between the deltas and tool items around it, and is dropped when nobod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolFinished",
     "ToolStarted",
+    "replied",
     "report",
 ]
 
@@ -85,3 +87,13 @@ def report(kind: str, **data: Any) -> None:
     emit = STREAM.get()
     if emit is not None:
         emit(Progress(kind, data))
+
+
+async def replied(items: AsyncGenerator[StreamItem, None]) -> Msg:
+    """The message of a call's :class:`Reply`: ``call`` is ``stream``, consumed."""
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if isinstance(item, Reply):
+                return item.message
+    msg = "the call's stream ended without a reply"  # a call returns or raises: never here
+    raise AssertionError(msg)
