@@ -29,7 +29,6 @@ from harness.approvals import (
     PendingApproval,
     ReviewerDecision,
     ledger_for,
-    still_waiting,
 )
 from harness.approvals.policy import marked
 from harness.compaction import (
@@ -92,6 +91,7 @@ from harness.subagents import (
     TaskRecord,
     TaskRepository,
     general_purpose,
+    waiting_approvals,
 )
 from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
 from harness.workspace import WorkspaceManager, safe_segment
@@ -360,15 +360,12 @@ class HarnessAgent:
     async def pending_approvals(self, ctx: RuntimeContext | None = None) -> list[PendingApproval]:
         """The tool calls of the context's session that wait for a decision, oldest first.
 
-        Only calls the session holds unanswered (:func:`~harness.approvals.still_waiting`).
+        Only those something still waits for: a call the session holds unanswered, or a
+        background task (:func:`~harness.subagents.waiting_approvals`).
         """
         if self.approvals is None:
             return []
-        ctx = self._bind(ctx)
-        pending = await self.approvals.pending(self.sessions.directory(ctx))
-        if not pending:
-            return []
-        return still_waiting(pending, await self.sessions.read(ctx))
+        return await waiting_approvals(self.approvals, self.sessions, self.tasks, self._bind(ctx))
 
     async def resume(
         self,
@@ -414,8 +411,12 @@ class HarnessAgent:
         *,
         ctx: RuntimeContext | None = None,
         by: str | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """Record decisions without continuing the turn (:meth:`resume` does both).
+
+        Decisions on a background task's requests continue that task here, in the background
+        (its result reaches the parent at its next step, as any task's does). Returns those:
+        ``{approval id: task id}``.
 
         Raises as :meth:`resume` does; nothing is recorded unless every decision is valid.
         """
@@ -426,7 +427,15 @@ class HarnessAgent:
             ident: d if isinstance(d, ReviewerDecision) else ReviewerDecision(d)
             for ident, d in decisions.items()
         }
-        await self.approvals.record(self.sessions.directory(self._bind(ctx)), given, by=by)
+        ctx = self._bind(ctx)
+        key = self.sessions.directory(ctx)
+        await self.approvals.record(key, given, by=by)
+        if self.subagents is None:
+            return {}
+        tasks = await self.approvals.tasks_decided(key, given)
+        for task_id, (child_key, taken) in tasks.items():
+            await self.subagents.spawning.continue_task(task_id, child_key, taken, ctx)
+        return {ident: task for task, (_, taken) in tasks.items() for ident in given.keys() & taken}
 
     async def aclose(self) -> None:
         """Stop background work and release what the agent owns.
@@ -621,7 +630,15 @@ class HarnessAgent:
         self.approvals = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace, store))
         if self.subagents is not None:  # a subagent's waiting call is decided through this one
             self.approvals.continue_child = self.subagents.spawning.continue_child
+            self.subagents.tasks.on_wait = self._task_waits
         return [ApprovalHook(self.approvals, self.sessions.directory)]
+
+    async def _task_waits(self, record: TaskRecord, pending: list[dict[str, Any]]) -> None:
+        """A background task's child waits: its requests become its parent session's."""
+        assert self.approvals is not None
+        ctx = RuntimeContext(session_id=record.session_id, user_id=record.user_id)
+        key = self.sessions.directory(ctx)
+        await self.approvals.delegated(key, self.name, ctx, pending, task_id=record.task_id)
 
     def _skills(self, enabled: bool) -> list[Hook]:
         """The workspace's skills, listed in the system prompt."""

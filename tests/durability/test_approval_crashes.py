@@ -10,7 +10,9 @@ answers, so the witness counts its runs whatever the agent recorded:
 - killed while the tool ran: the next resume does not run it again, and says the outcome is
   unknown;
 - killed after the tool finished but before the session saved its result: not run again, and
-  the result the ledger kept is the one the model reads.
+  the result the ledger kept is the one the model reads;
+- a background task's child waits after its process ended, is approved from another process
+  and runs once there; killed while the continued task runs the tool, never run again.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ async def deploy(target: str) -> str:
     '''
     with witness.open("a") as file:
         file.write(f"deploy:{target}\n")
-    if mode == "resume-slow":
+    if mode in ("resume-slow", "decide-task-slow"):
+        (root / "running.flag").write_text("yes")
         time.sleep(60)  # killed in here
     if mode == "resume-jitter":
         time.sleep(0.05)
@@ -64,6 +67,8 @@ async def main():
             {"match": "ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
             {"match": "^delegate", "tool_calls": [{"name": "agent_spawn", "input": {
                 "agent_id": "general-purpose", "task": "ship it"}}]},
+            {"match": "^background", "tool_calls": [{"name": "agent_spawn", "input": {
+                "agent_id": "general-purpose", "task": "ship it", "timeout_seconds": 0}}]},
             {"text": "done", "repeat": True},
         ]),
         workspace=root / "ws",
@@ -80,6 +85,17 @@ async def main():
                 await agent.call("ship it" if mode == "pause" else "delegate it", ctx=ctx)
             except CallPaused as paused:
                 print(json.dumps(paused.pending))
+        elif mode == "pause-task":
+            await agent.call("background it", ctx=ctx)
+            [task] = await agent.tasks.records("ann")
+            task = await agent.tasks.wait(task, 60)
+            pending = [p.as_dict() for p in await agent.pending_approvals(ctx)]
+            print(json.dumps({"task": task.task_id, "status": task.status, "pending": pending}))
+        elif mode.startswith("decide-task"):
+            await agent.decide({sys.argv[3]: "approve"}, ctx=ctx)
+            task = await agent.tasks.get(sys.argv[4], "ann")
+            task = await agent.tasks.wait(task, 0 if mode == "decide-task-peek" else 60)
+            print(json.dumps([task.status, await agent.tasks.result(task)]))
         elif mode == "pending":
             print(json.dumps([p.id for p in await agent.pending_approvals(ctx)]))
         elif mode == "results":
@@ -244,4 +260,44 @@ def test_a_subagents_call_paused_in_one_process_is_approved_in_another_once(
     assert finish(worker(tmp_path, "resume", str(request["id"]))) == "done"
     assert finish(worker(tmp_path, "resume", str(request["id"]))) == "done"
 
+    assert runs(tmp_path) == ["deploy:prod"]
+
+
+def test_a_background_tasks_call_waits_across_processes_and_runs_once(tmp_path: Path) -> None:
+    """The task waits after its process ended; a new process approves, the task continues
+    there and the tool runs once; deciding again in a third process runs nothing."""
+    paused_task = finish(worker(tmp_path, "pause-task"))
+    assert isinstance(paused_task, dict)
+    [request] = paused_task["pending"]
+    task_id = paused_task["task"]
+    assert paused_task["status"] == "waiting"
+    assert (request["tool"], request["task_id"]) == ("deploy", task_id)
+    assert runs(tmp_path) == []
+
+    ident = str(request["id"])
+    assert finish(worker(tmp_path, "decide-task", ident, task_id)) == ["completed", "done"]
+    assert finish(worker(tmp_path, "decide-task", ident, task_id)) == ["completed", "done"]
+    assert runs(tmp_path) == ["deploy:prod"]
+
+
+def test_killed_while_a_continued_task_ran_its_tool_it_is_never_run_again(
+    tmp_path: Path,
+) -> None:
+    """The process that continued the task dies inside the tool; a decision sent again from
+    another process continues nothing (the task no longer waits), and the tool ran once."""
+    paused_task = finish(worker(tmp_path, "pause-task"))
+    assert isinstance(paused_task, dict)
+    [request] = paused_task["pending"]
+    task_id, ident = paused_task["task"], str(request["id"])
+
+    slow = worker(tmp_path, "decide-task-slow", ident, task_id)
+    wait_for(tmp_path / "running.flag", slow)
+    kill(slow)
+
+    again = worker(tmp_path, "pending")
+    assert finish(again) == []  # the task runs (or ran): nothing of it waits
+    decided = worker(tmp_path, "decide-task-peek", ident, task_id)
+    shown = finish(decided)
+    assert isinstance(shown, list)
+    assert shown[0] == "running"  # its dead worker's record, until it is found stale
     assert runs(tmp_path) == ["deploy:prod"]

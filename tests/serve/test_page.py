@@ -17,6 +17,7 @@ import http.server
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -415,12 +416,8 @@ def test_a_rebound_name_reads_nothing_from_a_keyless_server(
             assert api.get("/v1/sessions").json()["data"] == []
 
 
-def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
-    browser: webdriver.Chrome, workspace: Path, tmp_path: Path
-) -> None:
-    """A gated call shows a card with its arguments; after a reload the card is back; an edit
-    of the arguments in the card runs the tool with them, once, and the turn completes."""
-    witness = tmp_path / "deployed.txt"
+def deploying(witness: Path) -> Any:
+    """A ``deploy`` tool that notes each run in ``witness``, a file outside the agent."""
 
     async def deploy(target: str) -> str:
         """Deploy.
@@ -431,6 +428,17 @@ def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
         with witness.open("a") as file:
             file.write(target + "\n")
         return f"deployed {target}"
+
+    return deploy
+
+
+def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
+    browser: webdriver.Chrome, workspace: Path, tmp_path: Path
+) -> None:
+    """A gated call shows a card with its arguments; after a reload the card is back; an edit
+    of the arguments in the card runs the tool with them, once, and the turn completes."""
+    witness = tmp_path / "deployed.txt"
+    deploy = deploying(witness)
 
     key = new_key()
     turns: list[dict[str, Any]] = [
@@ -467,3 +475,53 @@ def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
         turn_done(browser, "Shipped to staging.")
 
     assert witness.read_text() == "staging\n"
+
+
+def test_a_background_tasks_approval_card_continues_the_task(
+    browser: webdriver.Chrome, workspace: Path, tmp_path: Path
+) -> None:
+    """A background task's waiting call has a card (after a reload) that names the task; its
+    Approve continues the task, which runs the tool once, and the page says so."""
+    witness = tmp_path / "deployed.txt"
+    deploy = deploying(witness)
+
+    key = new_key()
+    spawn = {"agent_id": "general-purpose", "task": "ship it", "timeout_seconds": 0}
+    turns: list[dict[str, Any]] = [
+        {"match": "^delegate", "tool_calls": [{"name": "agent_spawn", "input": spawn}]},
+        {"match": "^ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
+        {"match": "status: accepted", "text": "Started in the background."},
+        {"text": "Shipped.", "repeat": True},
+    ]
+    opener = scripted_agent(workspace, turns, tools=[deploy], approvals={"deploy": True})
+    with served(opener, keyed(key)) as server:
+        browser.get(server.url + "/")
+        sign_in(browser, key)
+        shown(browser, "app")
+        send(browser, "delegate it")
+        turn_done(browser, "Started in the background.")
+        with httpx2.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=20
+        ) as api:
+            for _ in range(200):  # the task's child reaches its gated call in the background
+                if [t for t in api.get("/v1/tasks").json()["data"] if t["status"] == "waiting"]:
+                    break
+                time.sleep(0.05)
+        browser.refresh()
+        card = until(
+            browser,
+            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=approval]"),
+            "no approval card for the background task",
+        )[0]
+        assert "[background task task_" in str(card.get_property("textContent"))
+        card.find_element(By.CSS_SELECTOR, "[data-testid=approve]").click()
+        until(
+            browser,
+            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=task-continued]"),
+            "the page did not say the task continues",
+        )
+        for _ in range(200):
+            if witness.exists():
+                break
+            time.sleep(0.05)
+    assert witness.read_text() == "prod\n"

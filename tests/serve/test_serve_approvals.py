@@ -41,8 +41,12 @@ def runs() -> list[str]:
     return []
 
 
-@pytest.fixture
-def server(workspace: Path, keys: tuple[str, str, Path], runs: list[str]) -> Iterator[Served]:
+@contextlib.contextmanager
+def serving(
+    workspace: Path, keys: tuple[str, str, Path], runs: list[str], turns: list[dict[str, Any]]
+) -> Iterator[Served]:
+    """A server whose agent gates ``deploy``, which notes each run in ``runs``."""
+
     async def deploy(target: str) -> str:
         """Deploy.
 
@@ -55,7 +59,7 @@ def server(workspace: Path, keys: tuple[str, str, Path], runs: list[str]) -> Ite
     @contextlib.asynccontextmanager
     async def opened() -> AsyncIterator[HarnessAgent]:
         async with HarnessAgent(
-            model=ScriptedChatModel(TURNS),
+            model=ScriptedChatModel(turns),
             workspace=workspace,
             tools=[deploy],
             approvals={"deploy": True},
@@ -64,6 +68,12 @@ def server(workspace: Path, keys: tuple[str, str, Path], runs: list[str]) -> Ite
             yield agent
 
     with served(opened, ServeConfig(keys=ApiKeys.load([keys[2]]))) as running:
+        yield running
+
+
+@pytest.fixture
+def server(workspace: Path, keys: tuple[str, str, Path], runs: list[str]) -> Iterator[Served]:
+    with serving(workspace, keys, runs, TURNS) as running:
         yield running
 
 
@@ -185,3 +195,73 @@ async def test_chat_completions_say_plainly_that_the_turn_waits(
     finally:
         await client.close()
     assert runs == []
+
+
+TASK_TURNS: list[dict[str, Any]] = [
+    {
+        "match": "^delegate",
+        "tool_calls": [
+            {
+                "name": "agent_spawn",
+                "input": {"agent_id": "general-purpose", "task": "ship it", "timeout_seconds": 0},
+            }
+        ],
+    },
+    *TURNS[:1],
+    {"match": "status: accepted", "text": "started", "repeat": True},
+    {"text": "done", "repeat": True},
+]
+
+
+@pytest.fixture
+def task_server(workspace: Path, keys: tuple[str, str, Path], runs: list[str]) -> Iterator[Served]:
+    with serving(workspace, keys, runs, TASK_TURNS) as running:
+        yield running
+
+
+async def until(check: Any, what: str) -> Any:
+    for _ in range(200):
+        found = await check()
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    pytest.fail(f"{what} never happened")
+
+
+async def test_a_background_tasks_call_is_listed_and_a_decision_continues_the_task(
+    task_server: Served, keys: tuple[str, str, Path], runs: list[str]
+) -> None:
+    """The turn that spawned the task completed; the task's request is listed with its task
+    id, blocks no new turn, and a decision answers 202 and continues the task, once."""
+    alice, bob, _ = keys
+    async with http(task_server, alice) as api, http(task_server, bob) as other:
+        started = await events(api, "/v1/sessions/s1/turns", {"input": "delegate it"})
+        assert started[-1][0] == "turn.completed"
+
+        async def listed() -> list[dict[str, Any]]:
+            data: list[dict[str, Any]] = (await api.get("/v1/sessions/s1/approvals")).json()["data"]
+            return data
+
+        [request] = await until(listed, "the task's approval request")
+        assert request["tool"] == "deploy"
+        assert request["task_id"].startswith("task_")
+        assert request["tool_call_id"] is None
+        assert (await other.get("/v1/sessions/s1/approvals")).json()["data"] == []
+        free = await events(api, "/v1/sessions/s1/turns", {"input": "hello"})  # not 409
+        assert free[-1][0] == "turn.completed"
+        assert runs == []
+
+        approve = {"decisions": {request["id"]: {"kind": "approve"}}}
+        decided = await api.post("/v1/sessions/s1/approvals", json=approve)
+        assert decided.status_code == 202, decided.text
+        assert decided.json() == {"tasks": {request["id"]: request["task_id"]}}
+
+        async def completed() -> bool:
+            task = (await api.get(f"/v1/tasks/{request['task_id']}")).json()
+            return bool(task["status"] == "completed")
+
+        await until(completed, "the task's completion")
+        again = await api.post("/v1/sessions/s1/approvals", json=approve)  # a replay
+        assert again.status_code == 202
+        assert await listed() == []
+    assert runs == ["prod"]

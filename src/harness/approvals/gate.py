@@ -25,7 +25,9 @@ nothing: its result says the call does not match what was requested.
 A call whose tool surfaced a subagent's waiting call (:meth:`ApprovalGate.delegated`) waits
 for that request; once it is decided, the child goes on with the decision
 (:attr:`ApprovalGate.continue_child`) and the call's result is the child's reply, kept in the
-ledger as a run's is.
+ledger as a run's is. A background task's child surfaces its requests bound to the task
+instead (nothing of the session waits); a decision on them continues the task
+(:meth:`ApprovalGate.tasks_decided` says which, with what).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -131,7 +133,21 @@ def _pending(approval: _Approval) -> PendingApproval:
         user_id=request["user_id"],
         tool_call_id=request["tool_call_id"],
         subagent=request.get("subagent"),
+        task_id=request.get("task_id"),
     )
+
+
+def _decisions(approvals: Iterable[_Approval]) -> dict[str, ReviewerDecision]:
+    """The decisions taken on ``approvals``, by request id."""
+    return {
+        a.request["id"]: ReviewerDecision(
+            a.decided["decision"]["kind"],
+            arguments=a.decided["decision"].get("arguments"),
+            message=a.decided["decision"].get("message"),
+        )
+        for a in approvals
+        if a.decided is not None
+    }
 
 
 class ApprovalGate:
@@ -184,15 +200,35 @@ class ApprovalGate:
         await self.ledger.change(key, change)
 
     async def delegated(
-        self, key: str, agent: str, ctx: RuntimeContext, pending: Sequence[Mapping[str, Any]]
+        self,
+        key: str,
+        agent: str,
+        ctx: RuntimeContext,
+        pending: Sequence[Mapping[str, Any]],
+        *,
+        task_id: str | None = None,
     ) -> None:
-        """Record the requests a paused call's tool surfaced (a subagent's) as this session's.
+        """Record the requests a subagent surfaced as this session's.
 
-        Each is bound to the call it came through (``via_tool_call``): the parent's call waits
-        for it, and a decision on it continues the child (:attr:`continue_child`).
+        Each is bound to what waits for it: the paused call it came through
+        (``via_tool_call``), or, with ``task_id``, the background task whose child made it.
+        A decision on it continues the child (:attr:`continue_child`, or the task).
         """
         now = self.clock()
-        surfaced = [p for p in pending if p.get("via_tool_call") and p.get("child_key")]
+        surfaced = [
+            p for p in pending if p.get("child_key") and (task_id or p.get("via_tool_call"))
+        ]
+
+        def bound(p: Mapping[str, Any]) -> Record:
+            if task_id is not None:  # nothing of the session's waits: the task does
+                return {
+                    "tool_call_id": None,
+                    "task_id": task_id,
+                    "fingerprint": fingerprint("task", {}, agent, ctx, task_id),
+                }
+            call = str(p["via_tool_call"])
+            via = (str(p.get("via_tool")), p.get("via_input") or {})
+            return {"tool_call_id": call, "fingerprint": fingerprint(*via, agent, ctx, call)}
 
         def change(records: list[Record]) -> list[Record]:
             known = _approvals(records)
@@ -209,15 +245,8 @@ class ApprovalGate:
                     "agent": agent,
                     "session_id": ctx.session_id,
                     "user_id": ctx.user_id,
-                    "tool_call_id": p["via_tool_call"],
                     "idempotent": False,
-                    "fingerprint": fingerprint(
-                        str(p.get("via_tool")),
-                        p.get("via_input") or {},
-                        agent,
-                        ctx,
-                        str(p["via_tool_call"]),
-                    ),
+                    **bound(p),
                     "subagent": p.get("subagent"),
                     "child_key": p["child_key"],
                 }
@@ -228,12 +257,32 @@ class ApprovalGate:
         if surfaced:
             await self.ledger.change(key, change)
 
+    async def tasks_decided(
+        self, key: str, ids: Iterable[str]
+    ) -> dict[str, tuple[str, dict[str, ReviewerDecision]]]:
+        """The background tasks that requests ``ids`` belong to, each with its decisions.
+
+        ``{task id: (child key, every decision on that task's requests)}``: what continues
+        each task (the same decision given to its child again is harmless).
+        """
+        approvals = _approvals(await self.ledger.records(key))
+        wanted = {
+            str(approval.request["task_id"])
+            for ident in ids
+            if (approval := approvals.get(ident)) is not None and approval.request.get("task_id")
+        }
+        found: dict[str, tuple[str, dict[str, ReviewerDecision]]] = {}
+        for task_id in sorted(wanted):
+            mine = [a for a in approvals.values() if a.request.get("task_id") == task_id]
+            found[task_id] = (str(mine[-1].request["child_key"]), _decisions(mine))
+        return found
+
     async def waiting(self, key: str) -> set[str]:
         """The tool-call ids this session's ledger has requests for (left unrepaired on load)."""
         return {
-            str(record.get("tool_call_id"))
+            str(record["tool_call_id"])
             for record in await self.ledger.records(key)
-            if record.get("kind") == "requested"
+            if record.get("kind") == "requested" and record.get("tool_call_id")
         }
 
     async def pending(self, key: str) -> list[PendingApproval]:
@@ -420,15 +469,7 @@ class ApprovalGate:
         if done is not None:
             return _kept(call, done)
         now = self.clock()
-        decisions = {
-            a.request["id"]: ReviewerDecision(
-                a.decided["decision"]["kind"],
-                arguments=a.decided["decision"].get("arguments"),
-                message=a.decided["decision"].get("message"),
-            )
-            for a in surfaced
-            if a.decided is not None
-        }
+        decisions = _decisions(surfaced)
         open_ = [a for a in surfaced if a.decided is None and now <= a.request["expires_at"]]
         if open_ and not decisions:
             first_open, *rest = (_pending(a).as_dict() for a in open_)
@@ -503,14 +544,21 @@ def _unknown(call: ToolUseBlock) -> Substitute:
     )
 
 
-def still_waiting(pending: list[PendingApproval], messages: Sequence[Msg]) -> list[PendingApproval]:
-    """The requests whose calls the session holds unanswered.
+def still_waiting(
+    pending: list[PendingApproval], messages: Sequence[Msg], tasks: Collection[str] = ()
+) -> list[PendingApproval]:
+    """The requests something still waits for.
 
-    A request whose call never reached the session (its process stopped before the save)
-    waits for nothing.
+    That is a call the session holds unanswered, or a background task of ``tasks`` (those
+    ``waiting``). A request whose call never reached the session (its process stopped before
+    the save), or whose task went on without it (cancelled, lost), waits for nothing.
     """
-    waiting = {call.id for call in unanswered_calls(messages)}
-    return [request for request in pending if request.tool_call_id in waiting]
+    calls = {call.id for call in unanswered_calls(messages)}
+    return [
+        request
+        for request in pending
+        if (request.tool_call_id in calls if request.task_id is None else request.task_id in tasks)
+    ]
 
 
 def _as_record(decision: ReviewerDecision) -> Record:

@@ -123,7 +123,13 @@ class ReviewerDecision:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
-    """A tool call waiting for a decision, as the reviewer is shown it."""
+    """A tool call waiting for a decision, as the reviewer is shown it.
+
+    ``tool_call_id`` is the session's call that waits: the gated call itself, or the
+    ``agent_spawn`` / ``agent_send`` through which a subagent's call surfaced. A call of a
+    background task's subagent has none (the parent's turn goes on): ``task_id`` says which
+    task waits, and a decision continues it.
+    """
 
     id: str
     tool: str
@@ -135,8 +141,9 @@ class PendingApproval:
     agent: str
     session_id: str | None
     user_id: str | None
-    tool_call_id: str
+    tool_call_id: str | None
     subagent: str | None = None
+    task_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON: what a paused call, the CLI and the HTTP API list."""
@@ -153,6 +160,7 @@ class PendingApproval:
             "user_id": self.user_id,
             "tool_call_id": self.tool_call_id,
             "subagent": self.subagent,
+            "task_id": self.task_id,
         }
 
 

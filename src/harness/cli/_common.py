@@ -414,6 +414,8 @@ def print_pending(pending: list[dict[str, Any]]) -> None:
     for request in pending:
         arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
         whose = f" [subagent {request['subagent']}]" if request.get("subagent") else ""
+        if request.get("task_id"):
+            whose += f" [background task {request['task_id']}]"
         out.print(
             f"approval {request.get('id')}{whose}: {request.get('tool')}({arguments}) - "
             f"{request.get('description')} (decisions: {', '.join(request.get('decisions', []))})",

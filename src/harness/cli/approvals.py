@@ -22,7 +22,6 @@ from harness.approvals import (
     DecisionKind,
     ReviewerDecision,
     ledger_for,
-    still_waiting,
 )
 from harness.cli._common import (
     AgentOpt,
@@ -46,6 +45,8 @@ from harness.cli._common import (
 from harness.cli._output import out, setup_logging
 from harness.context import RuntimeContext
 from harness.session import SessionStore
+from harness.subagents import TaskRepository, waiting_approvals
+from harness.tools.tasks import format_task
 
 __all__ = ["approvals_app"]
 
@@ -74,10 +75,8 @@ def list_command(
         ctx = RuntimeContext(session_id=session, user_id=user)
         async with opened_workspace(workspace, store) as manager:
             gate = ApprovalGate(ApprovalPolicy(), ledger_for(manager))
-            sessions = SessionStore(manager, agent)
-            pending = await gate.pending(sessions.directory(ctx))
-            if pending:
-                pending = still_waiting(pending, await sessions.read(ctx))
+            sessions, tasks = SessionStore(manager, agent), TaskRepository(manager, agent)
+            pending = await waiting_approvals(gate, sessions, tasks, ctx)
             return [request.as_dict() for request in pending]
 
     pending = run_async(_list())
@@ -112,8 +111,18 @@ def _decide(
     async def _continue() -> str:
         async with opened_agent(given) as agent:
             ctx = RuntimeContext(session_id=session, user_id=user)
-            reply = await agent.resume({ident: decision}, ctx=ctx, by="harness approvals")
-            return reply.text
+            continued = await agent.decide({ident: decision}, ctx=ctx, by="harness approvals")
+            if not continued:
+                return (await agent.resume(None, ctx=ctx)).text
+            # A background task's call: the task goes on here; wait for it as its shutdown
+            # would (a task still running then is cancelled, as any task of a closing agent).
+            assert agent.tasks is not None
+            record = await agent.tasks.get(continued[ident], user)
+            if record is None:
+                return f"task {continued[ident]} is gone"
+            grace = agent.subagents.shutdown_grace_seconds if agent.subagents else 0.0
+            record = await agent.tasks.wait(record, grace)
+            return format_task(record, await agent.tasks.result(record))
 
     out.print(run_async(_continue()), markup=False, highlight=False, soft_wrap=True)
 

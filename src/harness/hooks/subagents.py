@@ -7,7 +7,9 @@ At every reasoning step this hook
 - tells the parent about background tasks of this session that finished since it last
   looked: one system reminder listing each (task id, agent, status, the first lines of its
   result), added to the conversation so later steps and calls still see it. Each task is
-  reported once; the original had no such notice, and results nobody asked for were lost.
+  reported once; the original had no such notice, and results nobody asked for were lost;
+- continues this session's background tasks that waited for approvals which all expired
+  before anyone decided (expired means rejected: the child reads them as such).
 
 It contributes ``agent_spawn``, ``agent_send``, ``agent_list``, ``task_output``,
 ``task_cancel`` and ``task_list``.
@@ -157,6 +159,9 @@ class SubagentsHook(Hook):
             self._section = (entries, subagents_section(list(entries.values())))
         event.messages = self._system.apply(event.messages, self._section[1])
         finished = await self.tasks.undelivered(event.ctx)
+        for record in await self.tasks.overdue(event.ctx):
+            # Nobody decided in time, and expired means rejected: its child reads it so.
+            await self.spawning.continue_task(record.task_id, record.agent_key or "", {}, event.ctx)
         if not finished:
             return
         shown = finished[:MAX_NOTICED]

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.approvals import DecisionKind, ReviewerDecision
@@ -63,7 +63,11 @@ def native_router(state: ServeState) -> APIRouter:
 
     @router.post("/sessions/{session_id}/approvals", response_model=None)
     async def decide(session_id: str, request: Request) -> Response:
-        """Record decisions (all or none), then continue the turn as a stream."""
+        """Record decisions (all or none), then continue the turn as a stream.
+
+        Decisions that are all on background tasks' calls answer 202 with the tasks that go on
+        (``{"tasks": {approval id: task id}}``): no turn of the session waited for them.
+        """
         ctx = _ctx(request, session_id)
         body = await read_body(request, DecisionsRequest, state.config)
         try:
@@ -71,13 +75,15 @@ def native_router(state: ServeState) -> APIRouter:
                 ident: ReviewerDecision(d.kind, arguments=d.arguments, message=d.message)
                 for ident, d in body.decisions.items()
             }
-            await agent.decide(given, ctx=ctx, by=f"http:{ctx.user_id or '-'}")
+            tasks = await agent.decide(given, ctx=ctx, by=f"http:{ctx.user_id or '-'}")
         except UnknownApproval as exc:
             raise RequestRefused(404, "approval_not_found", str(exc)) from None
         except ApprovalConflict as exc:
             raise RequestRefused(409, "approval_conflict", str(exc)) from None
         except ValueError as exc:
             raise RequestRefused(400, "invalid_decision", str(exc)) from None
+        if tasks.keys() == given.keys():  # background tasks go on; no turn of the session waits
+            return JSONResponse({"tasks": tasks}, status_code=202)
         return _streamed(await stream_turn(state.turns, ctx, None), state)
 
     @router.get("/sessions")

@@ -41,8 +41,13 @@ class ServeState:
             raise RequestRefused(400, "invalid_session_id", str(exc)) from None
 
     async def refuse_while_waiting(self, ctx: RuntimeContext) -> None:
-        """409 before a new turn on a session whose tool calls wait for approval."""
-        waiting = await self.turns.agent.pending_approvals(ctx)
+        """409 before a new turn on a session whose tool calls wait for approval.
+
+        A background task's request does not block the conversation: the task waits, not the
+        session's turn.
+        """
+        pending = await self.turns.agent.pending_approvals(ctx)
+        waiting = [request for request in pending if request.task_id is None]
         if waiting:
             msg = (
                 f"session {ctx.session_id!r} waits for {len(waiting)} approval(s); decide them "

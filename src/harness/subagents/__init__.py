@@ -19,6 +19,7 @@ from harness.subagents.declarations import (
     parse_declaration,
 )
 from harness.subagents.tasks import WORKER_LOST, TaskRecord, TaskRepository, TaskStatus
+from harness.subagents.waiting import waiting_approvals
 
 __all__ = [
     "DEFAULT_SUBAGENTS",
@@ -40,4 +41,5 @@ __all__ = [
     "general_purpose",
     "parse_declaration",
     "spawn_depth",
+    "waiting_approvals",
 ]

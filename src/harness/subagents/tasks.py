@@ -17,6 +17,12 @@ full result in ``<task id>.result.md`` next to it. The rules the original broke,
   reporting it running forever.
 - **Bounded.** At most ``max_running`` tasks of one repository run at once; the others wait,
   ``pending``, in submission order.
+- **Waiting for a person is not running.** A task whose child's tool call waits for approval is
+  ``waiting``: it holds no slot, needs no heartbeat (so it is never found lost), and its
+  requests are handed to :attr:`TaskRepository.on_wait` (the parent's approval ledger). A
+  decision continues it (:meth:`TaskRepository.resume`, in any process, once: the first to
+  claim it runs it); a task whose requests all expired is continued at its parent's next step
+  (:meth:`TaskRepository.overdue`), so its child reads them as rejected.
 
 A finished task is *undelivered* until the parent's next reasoning step in its session has been
 told about it (see :mod:`harness.hooks.subagents`), whichever worker or process ran it.
@@ -30,13 +36,14 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.context import RuntimeContext
+from harness.errors import CallPaused
 from harness.kernel.cancelling import cancel_and_wait
 from harness.memory.config import Clock, utc_now
 from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment, scoped
@@ -59,6 +66,7 @@ class TaskStatus(StrEnum):
 
     PENDING = "pending"
     RUNNING = "running"
+    WAITING = "waiting"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -66,6 +74,11 @@ class TaskStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+    @property
+    def at_rest(self) -> bool:
+        """Nothing runs it: it is final, or it waits for a person's decision."""
+        return self.terminal or self is TaskStatus.WAITING
 
 
 class TaskRecord(BaseModel):
@@ -90,6 +103,12 @@ class TaskRecord(BaseModel):
     error: str | None = None
     cancel_requested: bool = False
     delivered_at: datetime | None = None
+    approvals: tuple[str, ...] = ()
+    """While ``waiting``: the approval ids it waits for (shown to the model and the user)."""
+    waiting_until: datetime | None = None
+    """While ``waiting``: when the last of its requests expires."""
+    attempt: str = ""
+    """Which run of the task this is: a new one each time it is continued after a wait."""
 
     @property
     def describe_status(self) -> str:
@@ -100,6 +119,10 @@ class TaskRecord(BaseModel):
 
 
 Work = Callable[[], Awaitable[str]]
+
+OnWait = Callable[["TaskRecord", list[dict[str, object]]], Awaitable[object]]
+"""``on_wait(record, pending)``: record the requests a task's child waits for, durably,
+before the task is said to wait (raising makes the task fail instead)."""
 
 
 class TaskRepository:
@@ -138,6 +161,9 @@ class TaskRepository:
         self.stale_after = timedelta(seconds=stale_after_seconds)
         self.clock = clock
         self.on_finish = on_finish  # e.g. the trace's record of the task
+        self.on_wait: OnWait | None = None
+        """Where a task's waiting requests go (the parent's approvals); None: a task whose
+        child waits for approval fails, as nobody could decide it."""
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._live: dict[str, tuple[TaskRecord, asyncio.Task[None]]] = {}
         self._slots: asyncio.Semaphore | None = None
@@ -293,12 +319,86 @@ class TaskRepository:
                 await self._settle(record, TaskStatus.FAILED, error=error)
                 return
             await self._settle(record, TaskStatus.COMPLETED, result_path=written)
+        except CallPaused as paused:
+            if self.on_wait is None:
+                error = f"its subagent waits for an approval nobody can give here: {paused}"
+                await self._settle(record, TaskStatus.FAILED, error=error)
+                return
+            await self._wait(record, paused)
         except asyncio.CancelledError:
             await self._settle(record, TaskStatus.CANCELLED)
             raise
         except Exception as exc:
             logger.warning("task %s (%s) failed: %r", record.task_id, record.agent_id, exc)
             await self._settle(record, TaskStatus.FAILED, error=str(exc) or type(exc).__name__)
+
+    async def _wait(self, record: TaskRecord, paused: CallPaused) -> None:
+        """The child waits for approval: its requests are recorded, then the task waits."""
+        assert self.on_wait is not None
+        try:
+            await self.on_wait(record, paused.pending)
+        except Exception as exc:
+            logger.warning("task %s could not wait for approval: %r", record.task_id, exc)
+            error = f"its approval requests could not be recorded: {exc}"
+            await self._settle(record, TaskStatus.FAILED, error=error)
+            return
+        expiries = [p.get("expires_at") for p in paused.pending]
+        until = max((e for e in expiries if isinstance(e, int | float)), default=None)
+        changes: dict[str, object] = {
+            "status": TaskStatus.WAITING,
+            "approvals": tuple(str(p.get("id")) for p in paused.pending),
+            "waiting_until": datetime.fromtimestamp(until, UTC) if until is not None else None,
+            "heartbeat_at": self.clock(),
+        }
+        waiting = await self._update(record, changes)
+        self._unreport(waiting)  # watched until it finishes, here or anywhere
+        logger.info("task %s waits for approval: %s", record.task_id, ", ".join(waiting.approvals))
+
+    async def resume(self, task_id: str, user_id: str | None, work: Work) -> bool:
+        """Continue a ``waiting`` task with ``work`` (its child, given the decisions).
+
+        Whether this call continues it: the first claim wins, in this process or any other
+        sharing the workspace, so a task runs once however many decisions arrive at once. It
+        waits for a slot like a new task.
+        """
+        record = await self._load(task_id, user_id)
+        if record is None or record.status is not TaskStatus.WAITING or task_id in self._live:
+            return False
+        attempt = uuid.uuid4().hex
+        claim: dict[str, object] = {
+            "status": TaskStatus.PENDING,
+            "attempt": attempt,
+            "approvals": (),
+            "waiting_until": None,
+            "worker": self.worker,
+            "heartbeat_at": self.clock(),
+        }
+        claimed = await self._update(
+            record, claim, when=lambda current: current.status is TaskStatus.WAITING
+        )
+        if claimed.attempt != attempt:
+            return False  # another decision, here or elsewhere, continued it first
+        self._start(claimed, self._queued(claimed, work, holding=False))
+        return True
+
+    async def overdue(self, ctx: RuntimeContext) -> list[TaskRecord]:
+        """The session's waiting tasks whose requests have all expired (nobody decided)."""
+        assert ctx.session_id is not None
+        watched = self._unreported.get((ctx.user_id, ctx.session_id))
+        if not watched:
+            return []
+        now = self.clock()
+        found = []
+        for task_id in list(watched):
+            record = await self._load(task_id, ctx.user_id)
+            if (
+                record is not None
+                and record.status is TaskStatus.WAITING
+                and record.waiting_until is not None
+                and record.waiting_until < now
+            ):
+                found.append(record)
+        return found
 
     async def _settle(self, record: TaskRecord, status: TaskStatus, **changes: object) -> None:
         settled = await self._update(
@@ -367,11 +467,11 @@ class TaskRepository:
         entry = self._live.get(record.task_id)
         if entry is not None:
             await asyncio.wait([entry[1]], timeout=seconds)
-        else:  # run elsewhere: poll its record
+        else:  # run elsewhere (or waiting for a person: not worth waiting for): poll it
             loop = asyncio.get_running_loop()
             deadline = loop.time() + seconds
             record = await self.get(record.task_id, record.user_id) or record
-            while not record.status.terminal and loop.time() < deadline:
+            while not record.status.at_rest and loop.time() < deadline:
                 await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
                 record = await self.get(record.task_id, record.user_id) or record
         return await self.get(record.task_id, record.user_id) or record
@@ -533,9 +633,12 @@ class TaskRepository:
         return await self._update(record, changes, when=self._stale)
 
     def _stale(self, record: TaskRecord) -> bool:
-        """Unfinished, and not refreshed for ``stale_after`` (the boundary counts as stale)."""
+        """Run by nobody now, and not refreshed for ``stale_after`` (the boundary counts).
+
+        A waiting task is never stale: no process runs it until a decision continues it.
+        """
         last = record.heartbeat_at or record.created_at
-        return not record.status.terminal and self.clock() - last >= self.stale_after
+        return not record.status.at_rest and self.clock() - last >= self.stale_after
 
 
 def _owned(

@@ -28,7 +28,7 @@ from typing import Any, cast
 from harness.approvals import ReviewerDecision
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
 from harness.errors import CallPaused, HarnessError
-from harness.kernel import ToolFailure
+from harness.kernel import Msg, ToolFailure
 from harness.mcp.config import TOOL_SEPARATOR
 from harness.options import AgentOptions, child_options
 from harness.subagents.children import SPAWN_DEPTH_KEY, SubagentAgent, close_child, spawn_depth
@@ -290,20 +290,55 @@ class SubagentTools:
         if child is None:
             return ToolFailure(f"Error: Unknown agent_key: {agent_key}")
         try:
-            agent = await self._agent(child, ctx)
-        except HarnessError as exc:
-            return ToolFailure(f"Error: cannot continue {child.key}: {exc}")
-        resume = getattr(agent, "resume", None)
-        if resume is None:  # a factory's agent that cannot be resumed
-            return ToolFailure(f"Error: subagent {child.agent_id!r} cannot be continued")
-        try:
-            reply = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
-        except CallPaused as paused:
-            raise _surfaced(paused, child) from None
+            reply = await self._resume(child, decisions, ctx)
+        except CallPaused:
+            raise
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             return ToolFailure(f"agent_key: {child.key}\nstatus: error\nerror: {message}")
         return f"agent_key: {child.key}\nstatus: ok\nreply:\n{reply.text}"
+
+    async def continue_task(
+        self,
+        task_id: str,
+        agent_key: str,
+        decisions: Mapping[str, ReviewerDecision],
+        ctx: RuntimeContext,
+    ) -> bool:
+        """Continue a background task whose child waited for approval, with the decisions.
+
+        The task runs in this process, in the background, like a new one; whether this call
+        continued it (another decision, here or in another process, may have first).
+        """
+        child = self._find(await self._registry(ctx, reload=True), agent_key, None)
+        if child is None:
+            logger.warning("task %s waits on %s, not a child of this session", task_id, agent_key)
+            return False
+
+        async def work() -> str:
+            return (await self._resume(child, decisions, ctx)).text
+
+        return await self.tasks.resume(task_id, ctx.user_id, work)
+
+    async def _resume(
+        self, child: _Child, decisions: Mapping[str, ReviewerDecision], ctx: RuntimeContext
+    ) -> Msg:
+        """The child's turn, continued with ``decisions``.
+
+        Raises:
+            CallPaused: The child waits again (surfaced: each request names the child).
+            HarnessError: The child cannot be rebuilt or continued.
+        """
+        agent = await self._agent(child, ctx)
+        resume = getattr(agent, "resume", None)
+        if resume is None:  # a factory's agent that cannot be resumed
+            msg = f"subagent {child.agent_id!r} cannot be continued"
+            raise HarnessError(msg)
+        try:
+            reply: Msg = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
+        except CallPaused as paused:
+            raise _surfaced(paused, child) from None
+        return reply
 
     def _child_ctx(self, child: _Child, ctx: RuntimeContext) -> RuntimeContext:
         return RuntimeContext(
@@ -364,7 +399,10 @@ class SubagentTools:
             return ToolFailure(f"Error: cannot continue {child.key}: {exc}")
 
         async def turn() -> str:
-            return (await agent.call(text, ctx=child_ctx)).text
+            try:
+                return (await agent.call(text, ctx=child_ctx)).text
+            except CallPaused as paused:  # the child's call waits: so does whoever waits on it
+                raise _surfaced(paused, child) from None
 
         info: dict[str, Any] = {
             "agent_id": child.agent_id,
@@ -387,8 +425,8 @@ class SubagentTools:
         except asyncio.CancelledError:
             running.cancel()  # the parent stopped waiting: the child stops too
             raise
-        except CallPaused as paused:  # the child's call waits: so does the parent's
-            raise _surfaced(paused, child) from None
+        except CallPaused:  # the child's call waits: so does the parent's
+            raise
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             return ToolFailure(

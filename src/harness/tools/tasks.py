@@ -46,6 +46,12 @@ def format_task(record: TaskRecord, result: str | None) -> str:
             lines.append("Task pending (waiting for a free slot)...")
         case TaskStatus.RUNNING:
             lines.append("Task still running...")
+        case TaskStatus.WAITING:
+            ids = ", ".join(record.approvals) or "see the pending approvals"
+            lines.append(
+                f"Task waits for a person to approve a tool call of its subagent ({ids}). "
+                "It continues once they decide; tell the user if they should."
+            )
     return "\n".join(lines)
 
 
@@ -77,7 +83,7 @@ class TaskTools:
         record = await self.tasks.get(task_id.strip(), ctx.user_id)
         if record is None:
             return ToolFailure(f"Error: No background task found with ID: {task_id}")
-        if block is not False and not record.status.terminal:
+        if block is not False and not record.status.at_rest:
             wait_ms = DEFAULT_WAIT_MS if timeout_ms is None else min(timeout_ms, MAX_WAIT_MS)
             wait_ms = max(0, wait_ms)
             record = await self.tasks.wait(record, wait_ms / 1000)
@@ -109,8 +115,8 @@ class TaskTools:
         """List your background tasks, newest last.
 
         Args:
-            status: Only tasks with this status: pending, running, completed, failed,
-                cancelled, or all (default).
+            status: Only tasks with this status: pending, running, waiting (for approval),
+                completed, failed, cancelled, or all (default).
         """
         wanted = (status or "all").strip().lower()
         if wanted not in ("all", *TaskStatus):

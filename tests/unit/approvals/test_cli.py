@@ -99,3 +99,58 @@ def test_chat_asks_inline_and_runs_the_call_only_on_yes(workspace: Path, tmp_pat
     assert approved.exit_code == 0, approved.output
     assert "finished" in approved.output
     assert (workspace / "out.txt").read_text() == "x"
+
+
+def test_a_background_tasks_call_is_listed_and_approve_continues_the_task(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`harness run` answers (the task waits, not the turn); the list names the task, and
+    approving it continues the task and prints its state."""
+    turns = [
+        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+        {
+            "match": "^delegate",
+            "tool_calls": [
+                {
+                    "name": "agent_spawn",
+                    "input": {"agent_id": "general-purpose", "task": "clean", "timeout_seconds": 0},
+                }
+            ],
+        },
+        {
+            "match": "^clean",
+            "tool_calls": [{"name": "write_file", "input": {"path": "out.txt", "content": "x"}}],
+        },
+        {"match": "status: accepted", "text": "started", "repeat": True},
+        {"text": "finished", "repeat": True},
+    ]
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"turns": turns}))
+    model = f"scripted:{path}"
+    code, output = invoke(
+        "run", "-w", str(workspace), "--model", model, "--approval", "write_file", "delegate"
+    )
+    assert code == 0, output
+    assert output.strip().endswith("started")
+    [request] = pending(workspace)
+    assert str(request["task_id"]).startswith("task_")
+    code, listed = invoke("approvals", "list", "-w", str(workspace))
+    assert f"[background task {request['task_id']}]" in listed
+    assert not (workspace / "out.txt").exists()
+
+    code, output = invoke(
+        "approvals",
+        "approve",
+        str(request["id"]),
+        "-w",
+        str(workspace),
+        "--model",
+        model,
+        "--approval",
+        "write_file",
+    )
+    assert code == 0, output
+    assert f"task_id: {request['task_id']}" in output
+    assert "status: completed" in output
+    assert (workspace / "out.txt").read_text() == "x"
+    assert pending(workspace) == []
