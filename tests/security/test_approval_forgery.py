@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import ApprovalRule
-from harness.approvals.ledger import FileLedger, _name
+from harness.approvals.ledger import FileLedger
 from harness.errors import CallPaused
 from harness.models import ScriptedChatModel
 
@@ -73,7 +73,7 @@ async def attempt(root: Path, spelling: str) -> None:
     finally:
         await first.aclose()
     assert isinstance(ledger, FileLedger)
-    real = ledger.directory / f"{_name(key)}.jsonl"
+    real = ledger.path(key)
     before = real.read_bytes()
 
     forged = [

@@ -1,16 +1,16 @@
 """The approval ledger: what was requested, decided, started and finished, out of the model's reach.
 
-One append-only list of records per session, kept where the leases are: beside the workspace
-(``<parent>/.<workspace name>.approvals/``, which neither the file tools nor the sandbox can
-reach) for a workspace on this machine's disk, or in the store (Redis) under a namespace of its
-own for a workspace in a store. The session files are in the workspace, which a sandboxed
-command can write; so a waiting call is taken from the session only when the ledger has a
-request for it with the same fingerprint (tool, arguments, agent, session, user, call id).
+One append-only list of records per session, in the workspace's approvals ledger
+(:mod:`harness.workspace.ledger`): beside the workspace (``<parent>/.<workspace name>.approvals/``,
+which neither the file tools nor the sandbox can reach) for a workspace on this machine's disk,
+or in the store (Redis) under a namespace of its own for a workspace in a store. The session
+files are in the workspace, which a sandboxed command can write; so a waiting call is taken
+from the session only when the ledger has a request for it with the same fingerprint (tool,
+arguments, agent, session, user, call id).
 
-Every change is one atomic step: the ledger's records are read, the change decides what to
-append from them, and the append happens before anyone else can read (an ``flock`` and an
-``fsync`` on the local disk, a compare-and-set in a store). That is what makes two reviewers
-deciding at once, or two workers resuming at once, end with one decision and one run.
+Every change is one atomic step (an ``flock`` and an ``fsync`` on the local disk, a
+compare-and-set in a store): that is what makes two reviewers deciding at once, or two workers
+resuming at once, end with one decision and one run.
 
 Records (JSON objects, one per line on disk), each with ``kind``, ``id`` (the approval's) and
 ``at`` (seconds since the epoch):
@@ -24,192 +24,19 @@ Records (JSON objects, one per line on disk), each with ``kind``, ``id`` (the ap
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
-import hashlib
-import json
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from harness.errors import StorageError
+from harness.workspace.ledger import FileLedger, MemoryLedger, Record, StoreLedger
+from harness.workspace.ledger import Ledger as ApprovalLedger
+from harness.workspace.ledger import ledger_for as _ledger_for
 
 if TYPE_CHECKING:
     from harness.stores.base import BaseStore
     from harness.workspace import WorkspaceManager
 
-__all__ = ["ApprovalLedger", "FileLedger", "MemoryLedger", "StoreLedger", "ledger_for"]
-
-Record = dict[str, Any]
-Change = Callable[[list[Record]], list[Record]]
-"""Given a session's records, the records to append (none: nothing changes)."""
-
-_ATTEMPTS = 50
-
-
-class ApprovalLedger(Protocol):
-    """Append-only records per session, changed one atomic step at a time."""
-
-    async def records(self, key: str) -> list[Record]:
-        """The session's records, oldest first."""
-        ...
-
-    async def change(self, key: str, change: Change) -> list[Record]:
-        """Append what ``change`` returns for the current records, atomically; returns them all."""
-        ...
-
-    async def sessions(self) -> list[str]:
-        """The keys of every session with records."""
-        ...
-
-
-def _name(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:40]
-
-
-class FileLedger:
-    """Records as JSON lines, one file per session in ``directory`` (beside the workspace)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def _path(self, key: str) -> Path:
-        return self.directory / f"{_name(key)}.jsonl"
-
-    async def records(self, key: str) -> list[Record]:
-        return await asyncio.to_thread(self._read, self._path(key))
-
-    async def change(self, key: str, change: Change) -> list[Record]:
-        return await asyncio.to_thread(self._change, key, change)
-
-    async def sessions(self) -> list[str]:
-        def keys() -> list[str]:
-            found = []
-            for path in sorted(self.directory.glob("*.jsonl")) if self.directory.exists() else []:
-                for record in self._read(path)[:1]:
-                    if isinstance(record.get("key"), str):
-                        found.append(record["key"])
-            return found
-
-        return await asyncio.to_thread(keys)
-
-    def _change(self, key: str, change: Change) -> list[Record]:
-        path = self._path(key)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(
-                path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-            )
-        except OSError as exc:
-            msg = f"cannot open the approval ledger {path}: {exc.strerror or exc}"
-            raise StorageError(msg) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            current = _parse(_read_all(fd))
-            added = [{**record, "key": key} for record in change(current)]
-            if added:
-                data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in added).encode()
-                os.write(fd, data)
-                os.fsync(fd)
-            return current + added
-        except OSError as exc:
-            msg = f"cannot write the approval ledger {path}: {exc.strerror or exc}"
-            raise StorageError(msg) from exc
-        finally:
-            os.close(fd)  # closing releases the lock
-
-    @staticmethod
-    def _read(path: Path) -> list[Record]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            msg = f"cannot read the approval ledger {path}: {exc.strerror or exc}"
-            raise StorageError(msg) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return _parse(_read_all(fd))
-        finally:
-            os.close(fd)
-
-
-def _read_all(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _parse(data: bytes) -> list[Record]:
-    """The whole records; a torn last line (a writer killed mid-write) is not one of them."""
-    records = []
-    for line in data.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
-class StoreLedger:
-    """Records as one item per session in a store (Redis), changed by compare-and-set."""
-
-    NAMESPACE = ("harness", "approvals")
-
-    def __init__(self, store: BaseStore) -> None:
-        self.store = store
-
-    async def records(self, key: str) -> list[Record]:
-        item = await self.store.get(self.NAMESPACE, _name(key))
-        return list(item.value.get("records", [])) if item is not None else []
-
-    async def change(self, key: str, change: Change) -> list[Record]:
-        for _ in range(_ATTEMPTS):
-            item = await self.store.get(self.NAMESPACE, _name(key))
-            current = list(item.value.get("records", [])) if item is not None else []
-            added = [{**record, "key": key} for record in change(current)]
-            if not added:
-                return current
-            value = {"key": key, "records": current + added}
-            version = item.version if item is not None else None
-            if await self.store.put_if_version(self.NAMESPACE, _name(key), value, version):
-                return current + added
-        msg = f"the approval ledger of {key} kept changing under {_ATTEMPTS} attempts; try again"
-        raise StorageError(msg)
-
-    async def sessions(self) -> list[str]:
-        items = await self.store.search(self.NAMESPACE)
-        return [str(item.value.get("key")) for item in items if item.value.get("key")]
-
-
-class MemoryLedger:
-    """Records in this process only: for a workspace backend that is neither local nor a store."""
-
-    def __init__(self) -> None:
-        self._records: dict[str, list[Record]] = {}
-        self._lock = asyncio.Lock()
-
-    async def records(self, key: str) -> list[Record]:
-        return list(self._records.get(key, []))
-
-    async def change(self, key: str, change: Change) -> list[Record]:
-        async with self._lock:
-            current = self._records.setdefault(key, [])
-            current.extend({**record, "key": key} for record in change(list(current)))
-            return list(current)
-
-    async def sessions(self) -> list[str]:
-        return sorted(self._records)
+__all__ = ["ApprovalLedger", "FileLedger", "MemoryLedger", "Record", "StoreLedger", "ledger_for"]
 
 
 def ledger_for(workspace: WorkspaceManager, store: BaseStore | None = None) -> ApprovalLedger:
     """Where a workspace's approvals are kept: out of the model's reach, beside the leases."""
-    where = workspace.out_of_reach("approvals", store)
-    if where is None:
-        return MemoryLedger()
-    return FileLedger(where) if isinstance(where, Path) else StoreLedger(where)
+    return _ledger_for(workspace, "approvals", store)
