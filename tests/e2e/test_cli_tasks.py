@@ -142,4 +142,4 @@ def test_bad_options_are_usage_errors(cli: Cli, tmp_path: Path) -> None:
     result = cli.run("tasks", "list", "-w", tmp_path / "ws", "--status", "done")
     assert result.returncode == 2
     message = squash(result.stderr.replace("│", " "))
-    assert "use one of: pending, running, completed, failed, cancelled" in message
+    assert f"use one of: {', '.join(TaskStatus)}" in message
