@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -198,6 +199,11 @@ class MemoryLedger:
         return sorted(self._records)
 
 
+_in_memory: weakref.WeakKeyDictionary[WorkspaceManager, dict[str, MemoryLedger]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def ledger_for(workspace: WorkspaceManager, kind: str, store: BaseStore | None = None) -> Ledger:
     """The ledger of ``kind`` for a workspace, out of the model's reach, beside the leases.
 
@@ -206,6 +212,6 @@ def ledger_for(workspace: WorkspaceManager, kind: str, store: BaseStore | None =
     process's memory (:meth:`WorkspaceManager.out_of_reach`).
     """
     where = workspace.out_of_reach(kind, store)
-    if where is None:
-        return MemoryLedger()
+    if where is None:  # one per workspace and kind, as a directory or a store would be
+        return _in_memory.setdefault(workspace, {}).setdefault(kind, MemoryLedger())
     return FileLedger(where, kind) if isinstance(where, Path) else StoreLedger(where, kind)
