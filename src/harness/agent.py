@@ -48,6 +48,7 @@ from harness.hooks import (
     CompactionHook,
     MemoryFlushHook,
     MemoryMaintenanceHook,
+    MemoryProvenanceHook,
     SessionPersistenceHook,
     SkillsHook,
     SubagentsHook,
@@ -58,6 +59,7 @@ from harness.hooks import (
 from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
+    SYNTHETIC,
     ChatModel,
     Hook,
     Msg,
@@ -67,8 +69,10 @@ from harness.kernel import (
     StreamItem,
     Tool,
     Toolkit,
+    as_messages,
     replied,
     unanswered_calls,
+    written_by_harness,
 )
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
@@ -76,6 +80,7 @@ from harness.memory.consolidation import ConsolidationResult
 from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.gate import PROCESS_GATE, StoreGate
 from harness.memory.maintenance import MemoryMaintenance
+from harness.memory.provenance import Provenance, TurnTrust
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
 from harness.observability import record
@@ -91,6 +96,7 @@ from harness.subagents import (
     TaskRecord,
     TaskRepository,
     general_purpose,
+    spawn_depth,
     waiting_approvals,
 )
 from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
@@ -224,8 +230,12 @@ class HarnessAgent:
             session_leases=self.leases,
         )
         transcript = TranscriptWriter(self.workspace, name)
+        # Where each memory entry came from, out of the model's reach, and the judgement of
+        # each running turn that memory_save is recorded with.
+        self.provenance = Provenance.for_workspace(self.workspace, options.store)
+        self._turns = TurnTrust()
         flush = (
-            MemoryFlushManager(self.workspace, memory_llm, agent=name)
+            MemoryFlushManager(self.workspace, memory_llm, agent=name, provenance=self.provenance)
             if memory is not None
             else None
         )
@@ -330,6 +340,8 @@ class HarnessAgent:
         # The memory work the call leaves behind starts once it has returned (and let go of
         # the session), not beside its last save.
         held = self.maintenance.holding(ctx) if self.maintenance else contextlib.nullcontext()
+        if spawn_depth(ctx) > 0:  # a subagent's task is its parent model's words, not a user's
+            msgs = [_as_task(msg) for msg in as_messages(msgs)] if msgs is not None else None
         with held:
             async with self._session_lock(ctx), self._lease(ctx), self.sessions.holding(ctx):
                 memory, state = await self._restore(ctx)
@@ -494,6 +506,7 @@ class HarnessAgent:
             config=memory,
             model=model,
             cleanup=evictions_cleanup(self.workspace, eviction or DEFAULT_TOOL_RESULT_EVICTION),
+            provenance=self.provenance,
         )
         hooks: list[Hook] = [
             MemoryFlushHook(
@@ -511,8 +524,12 @@ class HarnessAgent:
                 )
             )
         if memory.tools:
+            hooks.append(MemoryProvenanceHook(self._turns))
+            tools = MemoryTools(
+                self.workspace, self.maintenance, provenance=self.provenance, turns=self._turns
+            )
             for tool in [
-                *MemoryTools(self.workspace, self.maintenance).tools(),
+                *tools.tools(),
                 *SessionTools(self.workspace, self.name).tools(),
             ]:
                 toolkit.register(tool)
@@ -738,3 +755,10 @@ class HarnessAgent:
         return await asyncio.gather(
             self.sessions.load(ctx, waiting=waiting), self.sessions.load_state(ctx)
         )
+
+
+def _as_task(message: Msg) -> Msg:
+    """A subagent's input as the harness's words: memory takes nothing of it on a user's trust."""
+    if message.role != "user" or written_by_harness(message):
+        return message
+    return message.model_copy(update={"metadata": {**message.metadata, SYNTHETIC: True}})

@@ -316,7 +316,11 @@ def remember(root: Path) -> Remember:
     cli = make_cli(root)
     script = write_script(
         root / "script.json",
-        [NO_MEMORIES, consolidation_turn(), {"match": "locker", "text": "Got it."}],
+        [
+            NO_MEMORIES,
+            consolidation_turn("# Memory\n\n- Alice's locker code is 4312."),
+            {"match": "locker", "text": "Got it."},
+        ],
         log="requests.jsonl",
     )
     first_day = date.today()
@@ -905,8 +909,19 @@ def test_maintain_consolidates_with_a_model(started: Started) -> None:
 # --- help ---------------------------------------------------------------------------------------
 
 
-def test_memory_subcommands_are_the_documented_six() -> None:
-    assert list(SUBCOMMANDS) == ["index", "search", "consolidate", "history", "restore", "maintain"]
+def test_memory_subcommands_are_the_documented_ten() -> None:
+    assert list(SUBCOMMANDS) == [
+        "index",
+        "search",
+        "consolidate",
+        "history",
+        "restore",
+        "maintain",
+        "review",
+        "promote",
+        "reject",
+        "adopt",
+    ]
 
 
 def test_memory_help_lists_every_subcommand(started: Started) -> None:

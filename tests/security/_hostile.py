@@ -35,6 +35,7 @@ import contextvars
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import stat
@@ -1241,6 +1242,12 @@ def host_state(scene: Scene) -> list[str]:
                     or not (path / lease).is_file()
                 ):
                     problems.append(f"a stranger in the leases directory: {lease!r}")
+            continue
+        if entry == f".{scene.root.name}.memory" and path.is_dir() and not path.is_symlink():
+            # The memory provenance ledger: one JSON-lines file per user, named by a digest.
+            for name in os.listdir(path):
+                if not re.fullmatch(r"[0-9a-f]{40}\.jsonl", name) or not (path / name).is_file():
+                    problems.append(f"a stranger in the memory ledger: {name!r}")
             continue
         problems.append(f"a stranger beside the workspace: {entry!r}")
     if scene.host_secret.read_text(encoding="utf-8") != f"{scene.host_token}\n":

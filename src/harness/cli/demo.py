@@ -121,7 +121,7 @@ async def run_demo(workspace: Path | None) -> Path:
     first = HarnessAgent(
         name="guide", model=model, workspace=root, tools=[convert_miles], memory=memory
     )
-    question = "How far is a marathon?"
+    question = "I run my first marathon in Lisbon in May. How far is a marathon?"
     reply = await first.call(question, ctx=ctx)
     await first.aclose()
     request = model.requests[0]
@@ -184,7 +184,7 @@ async def run_demo(workspace: Path | None) -> Path:
     )
     out.print(Panel(Text(consolidated.strip()), title="4. Consolidated into users/ada/MEMORY.md"))
 
-    query = "marathon distance in km"
+    query = "when is the Lisbon marathon"
     found = await MemoryTools(second.workspace, maintenance).memory_search(query, ctx)
     out.print(Panel(Text(found), title=f"5. memory_search({query!r}), as the agent sees it"))
     await second.aclose()

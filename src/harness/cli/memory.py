@@ -41,8 +41,9 @@ from harness.memory import (
 )
 from harness.memory.index import IndexStats
 from harness.memory.maintenance import sync_index
+from harness.memory.provenance import Decision, Entry, Provenance
 from harness.models import resolve_model
-from harness.workspace import WorkspaceManager
+from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager
 
 __all__ = ["memory_app"]
 
@@ -362,3 +363,111 @@ def maintain_command(
 
     for line in run_async(_maintain()):
         out.print(line, **PLAIN)
+
+
+def _describe(entry: Entry) -> str:
+    where = f"session {entry.session_id}" if entry.session_id else "no session"
+    origin = f"; from {entry.origin}" if entry.origin else ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.at))
+    head = f"{entry.id}  {entry.trust}  {entry.writer}, {where}, {when}{origin}"
+    return f"{head}\n  {entry.path}: {entry.text}"
+
+
+@memory_app.command("review")
+def review_command(
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per entry.")] = False,
+) -> None:
+    """List the memory entries that wait for review: drawn from content no user typed.
+
+    They stay out of MEMORY.md until promoted (`harness memory promote ID`); a rejected one
+    (`harness memory reject ID`) is kept in the history, out of the prompt and of search.
+    """
+
+    async def _waiting() -> list[Entry]:
+        async with opened_workspace(workspace, store) as manager:
+            return (await Provenance.for_workspace(manager).book(user)).waiting()
+
+    waiting = run_async(_waiting())
+    if as_json:
+        for entry in waiting:
+            out.print(json.dumps(entry.as_record(), ensure_ascii=False), **PLAIN)
+        return
+    if not waiting:
+        out.print("no memory entries wait for review", **PLAIN)
+        return
+    for entry in waiting:
+        out.print(_describe(entry), **PLAIN)
+
+
+def _review(
+    entry_id: str, decision: Decision, workspace: Path | None, store: str | None, user: str | None
+) -> None:
+    async def _decide() -> Entry:
+        async with opened_workspace(workspace, store) as manager:
+            return await Provenance.for_workspace(manager).review(user, entry_id, decision)
+
+    try:
+        entry = run_async(_decide())
+    except (KeyError, ValueError) as exc:
+        err.print(f"error: {exc.args[0]}", **PLAIN)
+        raise typer.Exit(1) from None
+    done = "promoted: it may reach MEMORY.md" if decision == "promote" else "rejected"
+    out.print(f"{entry.id} {done}\n  {entry.path}: {entry.text}", **PLAIN)
+
+
+EntryArg = Annotated[
+    str, typer.Argument(help="An entry id from `harness memory review`.", callback=valid_text)
+]
+
+
+@memory_app.command("promote")
+def promote_command(
+    entry_id: EntryArg,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+) -> None:
+    """Vouch for an entry that waits: the next consolidation may merge it into MEMORY.md."""
+    _review(entry_id, "promote", workspace, store, user)
+
+
+@memory_app.command("reject")
+def reject_command(
+    entry_id: EntryArg,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+) -> None:
+    """Reject an entry: kept in the history, left out of the prompt, search and MEMORY.md."""
+    _review(entry_id, "reject", workspace, store, user)
+
+
+@memory_app.command("adopt")
+def adopt_command(
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+    logs: Annotated[
+        bool, typer.Option("--logs", help="Adopt the daily logs (memory/*.md) as well.")
+    ] = False,
+) -> None:
+    """Vouch for MEMORY.md as the operator's (once: lines from before provenance are unknown)."""
+
+    async def _adopt() -> int:
+        async with opened_workspace(workspace, store) as manager:
+            provenance = Provenance.for_workspace(manager)
+            paths = [MEMORY_MD]
+            if logs:
+                found = await manager.list_own(MEMORY_DIR, user)
+                paths += sorted(info.path for info in found if info.path.endswith(".md"))
+            adopted = 0
+            for path in paths:
+                text = await manager.read_own(path, user) or ""
+                adopted += len(await provenance.adopt(user, path, text))
+            return adopted
+
+    count = run_async(_adopt())
+    out.print(f"adopted {count} line(s) as the operator's", **PLAIN)

@@ -4,6 +4,7 @@ from harness.hooks.approvals import ApprovalHook
 from harness.hooks.compaction import CompactionHook
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
+from harness.hooks.memory_provenance import MemoryProvenanceHook
 from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.hooks.session_persistence import SessionPersistenceHook
 from harness.hooks.skills import SkillsHook
@@ -27,6 +28,7 @@ __all__ = [
     "CompactionHook",
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
+    "MemoryProvenanceHook",
     "SandboxLifecycleHook",
     "SessionPersistenceHook",
     "SkillsHook",

@@ -25,6 +25,7 @@ from harness.memory.gate import PROCESS_GATE, PeriodicGate
 from harness.memory.history import HISTORY_DIR, MemoryHistory, MemoryVersion
 from harness.memory.index import MemoryIndex, SearchHit
 from harness.memory.maintenance import MaintenanceReport, MemoryMaintenance
+from harness.memory.provenance import Entry, MemoryBook, Provenance, Trust
 from harness.memory.render import SUMMARY_NAME, is_summary, render_content, render_conversation
 from harness.memory.transcript import SESSIONS_INDEX, TranscriptWriter, sessions_dir
 
@@ -40,8 +41,10 @@ __all__ = [
     "SUMMARY_NAME",
     "Clock",
     "ConsolidationResult",
+    "Entry",
     "FlushResult",
     "MaintenanceReport",
+    "MemoryBook",
     "MemoryConfig",
     "MemoryConsolidator",
     "MemoryFlushManager",
@@ -50,8 +53,10 @@ __all__ = [
     "MemoryMaintenance",
     "MemoryVersion",
     "PeriodicGate",
+    "Provenance",
     "SearchHit",
     "TranscriptWriter",
+    "Trust",
     "daily_log_path",
     "explicit_requests",
     "is_summary",

@@ -6,6 +6,14 @@ limit (``max_memory_tokens``, about four characters per token). Everything goes 
 flush wrote wherever that is. The watermark, ``memory/.consolidation_state``, holds the time
 the last successful run started; daily logs modified after it are "new".
 
+Only what is not untrusted is merged (:mod:`harness.memory.provenance`): a line recorded as
+drawn from content no user typed, or rejected by a reviewer, stays out; a line without a record
+(from before provenance, or written through the file tools) is unknown, and what it becomes in
+MEMORY.md is unknown too. What waits for review or was rejected is not shown to the model, and
+its removal from MEMORY.md is not a lost fact. Every line of the answer is attributed by code
+to the lines it is drawn from (:func:`~harness.memory.provenance.attribute`) and recorded with
+the lowest trust of them; a line drawn from none of them is the model's own and is left out.
+
 MEMORY.md may hold facts that exist nowhere else (``memory_save`` into a section writes only
 there), so the model's answer is treated like a migration that must prove itself before it
 runs (:func:`refusal`): an answer cut by the length limit, blank, a bare sentinel such as
@@ -24,6 +32,7 @@ or failed model answer changes nothing, and the watermark stays where it was.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
@@ -33,6 +42,15 @@ from typing import Final
 from harness.kernel import ChatModel, ChatResponse, Msg, TextBlock, complete
 from harness.memory.config import Clock, utc_now
 from harness.memory.history import MemoryHistory
+from harness.memory.provenance import (
+    Entry,
+    MemoryBook,
+    Provenance,
+    Source,
+    Trust,
+    attribute,
+    is_fact,
+)
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager
 
 __all__ = [
@@ -84,6 +102,8 @@ class ConsolidationResult:
     reason: str = ""
     refused: bool = False
     """The model answered, and its answer was refused (:func:`refusal`)."""
+    dropped: tuple[str, ...] = ()
+    """Lines of the answer drawn from nothing it was given (left out of MEMORY.md)."""
 
 
 class MemoryConsolidator:
@@ -97,6 +117,7 @@ class MemoryConsolidator:
         max_memory_tokens: int = 4000,
         max_output_tokens: int | None = None,
         history: MemoryHistory | None = None,
+        provenance: Provenance | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.workspace = workspace
@@ -104,6 +125,7 @@ class MemoryConsolidator:
         self.max_memory_tokens = max_memory_tokens
         self.max_output_tokens = max_output_tokens
         self.history = history or MemoryHistory(workspace, clock=clock)
+        self.provenance = provenance or Provenance.for_workspace(workspace)
         self.clock = clock
 
     async def watermark(self, user_id: str | None = None) -> datetime:
@@ -124,31 +146,46 @@ class MemoryConsolidator:
             for info in await self.workspace.list_own(MEMORY_DIR, user_id)
             if info.path.endswith(".md") and info.modified > since.timestamp()
         ]
-        entries = []
-        for info in logs:
-            text = (await self.workspace.read_own(info.path, user_id) or "").strip()
-            if text:
-                entries.append(f"### {info.path.rsplit('/', 1)[-1]}\n{text}\n")
+        book = await self.provenance.book(user_id)
+        texts = [
+            (info.path, await self.workspace.read_own(info.path, user_id) or "") for info in logs
+        ]
+        # Word sets of every line: work for a thread, not the event loop.
+        entries, sources = await asyncio.to_thread(_given, book, texts, since)
         if not entries:
             return ConsolidationResult(updated=False, reason="no new daily-log entries")
-        for _attempt in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:  # MEMORY.md changed: so may have the records of its lines
+                book = await self.provenance.book(user_id)
             # The user's own MEMORY.md only: the shared one is the memory of calls without a
             # user, which no user may read (layout.shared_with_users), so none starts from it.
             current = await self.workspace.read_own(MEMORY_MD, user_id) or ""
-            response = await self._merge(current, since, "\n".join(entries))
-            merged = _text(response)
-            refused = refusal(current, merged, response.stop_reason)
+            kept = await asyncio.to_thread(book.kept, MEMORY_MD, current)  # not what waits
+            response = await self._merge(kept, since, "\n".join(entries))
+            answer = _text(response)
+            merged, records, dropped, refused = await asyncio.to_thread(
+                _checked, answer, response.stop_reason, kept, book, sources
+            )
             if refused is not None:
                 shown = MEMORY_MD if not user_id else f"{MEMORY_MD} of user {user_id!r}"
                 logger.warning("consolidation refused, %s kept as it was: %s", shown, refused)
                 reason = f"refused: {refused}"
                 return ConsolidationResult(updated=False, reason=reason, refused=True)
+            if dropped:
+                logger.warning(
+                    "consolidation left out %d line(s) drawn from nothing it was given: %s",
+                    len(dropped),
+                    "; ".join(repr(line[:60]) for line in dropped[:3]),
+                )
             await self.history.save(current, user_id)
+            await self.provenance.add(user_id, records)  # first: no line without a record
             if await self.workspace.replace_text(
                 MEMORY_MD, merged + "\n", expected=current, user_id=user_id
             ):
                 await self.workspace.write_text(STATE_PATH, started.isoformat(), user_id)
-                return ConsolidationResult(updated=True, merged=tuple(info.path for info in logs))
+                return ConsolidationResult(
+                    updated=True, merged=tuple(info.path for info in logs), dropped=dropped
+                )
             logger.info("MEMORY.md changed during consolidation; merging again")
         return ConsolidationResult(updated=False, reason="MEMORY.md kept changing; will retry")
 
@@ -168,6 +205,71 @@ class MemoryConsolidator:
             [Msg(role="system", content=system), Msg(role="user", content=user)],
             max_tokens=budget,
         )
+
+
+def _given(
+    book: MemoryBook, texts: list[tuple[str, str]], since: datetime
+) -> tuple[list[str], dict[str, Source]]:
+    """What consolidation is given from the daily logs, and the sources it was given.
+
+    Not what waits for review or was rejected; a line without a record (from before
+    provenance, or written by hand) is unknown, and stays so in MEMORY.md. Then the entries a
+    reviewer promoted since, wherever they were written.
+    """
+    entries = []
+    sources: dict[str, Source] = {}
+    for path, text in texts:
+        facts = {
+            key: source
+            for key, source in book.sources(path, text).items()
+            if source.trust is not Trust.UNTRUSTED
+        }
+        if facts:
+            sources.update(facts)
+            entries.append(f"### {path.rsplit('/', 1)[-1]}\n{book.kept(path, text).strip()}\n")
+    promoted = book.promoted_since(since.timestamp())
+    if promoted:
+        sources.update({e.id: Source.of(e.text, Trust.OPERATOR) for e in promoted})
+        entries.append("### promoted by a reviewer\n" + "\n".join(f"- {e.text}" for e in promoted))
+    return entries, sources
+
+
+def _checked(
+    answer: str, stop_reason: str | None, kept: str, book: MemoryBook, given: dict[str, Source]
+) -> tuple[str, list[Entry], tuple[str, ...], str | None]:
+    """What of the answer may be written, its records, the lines left out, and the refusal.
+
+    The answer as given is refused for what :func:`refusal` says (cut, blank, a sentinel), and
+    so is what is left of it once the lines drawn from nothing are left out.
+    """
+    merged, records, dropped = _attributed(answer, book, {**book.sources(MEMORY_MD, kept), **given})
+    return merged, records, dropped, refusal(kept, answer, stop_reason) or refusal(kept, merged)
+
+
+def _attributed(
+    answer: str, book: MemoryBook, sources: dict[str, Source]
+) -> tuple[str, list[Entry], tuple[str, ...]]:
+    """The answer without lines drawn from none of ``sources``, and the records of the rest.
+
+    A line that already has a record of the same trust is not recorded again.
+    """
+    lines: list[str] = []
+    records: list[Entry] = []
+    dropped: list[str] = []
+    for line in answer.splitlines():
+        if not is_fact(line):
+            lines.append(line)
+            continue
+        judged = attribute(line, (), sources, Trust.UNTRUSTED)
+        if not judged.sources:
+            dropped.append(line.strip())
+            continue
+        lines.append(line)
+        if all(e.trust is not judged.trust for e in book.of_line(MEMORY_MD, line)):
+            records.append(
+                Entry.new(MEMORY_MD, line.strip(), "consolidation", judged.trust, judged.sources)
+            )
+    return "\n".join(lines).strip(), records, tuple(dropped)
 
 
 def refusal(current: str, answer: str, stop_reason: str | None = None) -> str | None:

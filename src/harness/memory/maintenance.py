@@ -40,6 +40,7 @@ from harness.memory.consolidation import ConsolidationResult, MemoryConsolidator
 from harness.memory.gate import PROCESS_GATE, Gate
 from harness.memory.history import MemoryHistory
 from harness.memory.index import IndexStats, MemoryIndex
+from harness.memory.provenance import Provenance
 from harness.memory.transcript import SESSIONS_INDEX
 from harness.workspace import (
     AGENTS_DIR,
@@ -128,6 +129,7 @@ class MemoryMaintenance:
         gate: Gate = PROCESS_GATE,
         clock: Clock = utc_now,
         cleanup: Cleanup | None = None,
+        provenance: Provenance | None = None,
     ) -> None:
         self.workspace = workspace
         self.cleanup = cleanup
@@ -145,6 +147,7 @@ class MemoryMaintenance:
                 max_memory_tokens=config.max_memory_tokens,
                 max_output_tokens=config.consolidation_max_output_tokens,
                 history=MemoryHistory(workspace, keep=config.memory_history, clock=clock),
+                provenance=provenance,
                 clock=clock,
             )
             if model is not None
@@ -173,6 +176,7 @@ class MemoryMaintenance:
         clock: Clock = utc_now,
         cleanup: Cleanup | None = None,
         gate: Gate = PROCESS_GATE,
+        provenance: Provenance | None = None,
     ) -> MemoryMaintenance:
         """The worker of this workspace, configuration and model; pair it with :meth:`release`.
 
@@ -200,6 +204,7 @@ class MemoryMaintenance:
                 gate=gate,
                 clock=clock,
                 cleanup=cleanup,
+                provenance=provenance,
             )
             running._key = key
             cls._running[key] = running

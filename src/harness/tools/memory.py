@@ -6,7 +6,10 @@
   a daily log; no other file.
 - ``memory_save(fact, target?)``: appends a fact to today's daily log, or as a bullet to a
   section of MEMORY.md (``target="MEMORY.md#Section"``), read, changed and rewritten under the
-  file's lock so that no concurrent edit is lost.
+  file's lock so that no concurrent edit is lost. Each save is recorded with its provenance
+  (:mod:`harness.memory.provenance`) before it is written; a save made after the turn read
+  content no user typed is untrusted and goes to the daily log to wait for review, whatever
+  its target.
 
 Paths shown to the model are relative to the caller's namespace, as the tools take them.
 """
@@ -24,6 +27,7 @@ from harness.kernel import ToolFailure
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
+from harness.memory.provenance import Entry, Judgement, Provenance, Trust, TurnTrust
 from harness.tools._paths import tool_path
 from harness.workspace import (
     MAX_TEXT_BYTES,
@@ -43,17 +47,31 @@ _MEMORY_FILE = re.compile(rf"^(?:{re.escape(MEMORY_MD)}|{MEMORY_DIR}/(?:archive/
 
 
 class MemoryTools:
-    """memory_search, memory_get and memory_save bound to one workspace."""
+    """memory_search, memory_get and memory_save bound to one workspace.
+
+    Args:
+        workspace: Whose memory files the tools read and write.
+        maintenance: The search index (None: a keyword scan).
+        provenance: Where saves are recorded (default: the workspace's ledger).
+        turns: The judgement of each session's running turn, which an agent's
+            :class:`~harness.hooks.memory_provenance.MemoryProvenanceHook` keeps. Without it
+            the tools are the operator's code calling them directly, and a save is the user's.
+        clock: The current time; the daily log is named by its local date.
+    """
 
     def __init__(
         self,
         workspace: WorkspaceManager,
         maintenance: MemoryMaintenance | None,
         *,
+        provenance: Provenance | None = None,
+        turns: TurnTrust | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.workspace = workspace
         self.maintenance = maintenance
+        self.provenance = provenance or Provenance.for_workspace(workspace)
+        self.turns = turns
         self.clock = clock
 
     def tools(self) -> list[Callable[..., Any]]:
@@ -141,27 +159,39 @@ class MemoryTools:
         fact = " ".join(fact.split())
         if not fact:
             return ToolFailure("Error: fact is empty")
-        if target is None or target.strip().lower() in ("", "daily"):
-            now = self.clock()
+        daily = target is None or target.strip().lower() in ("", "daily")
+        section = "" if target is None or daily else _section(target)
+        if isinstance(section, ToolFailure):
+            return section
+        judged = self.turns.of(ctx) if self.turns is not None else Judgement(Trust.USER)
+        held = not judged.trust.trusted  # waits for review, in the daily log
+        now = self.clock()
+        rel = daily_log_path(now.astimezone().date()) if daily or held else MEMORY_MD
+        # Recorded before it is written: a line written without its record would be unknown.
+        entry = Entry.new(
+            rel,
+            fact,
+            "memory_save",
+            judged.trust,
+            judged.sources,
+            session_id=ctx.session_id,
+            agent=ctx.agent,
+            origin=judged.origin,
+        )
+        await self.provenance.add(ctx.user_id, [entry])
+        if rel != MEMORY_MD:
             stamp = now.astimezone(UTC).isoformat(timespec="seconds")
-            rel = daily_log_path(now.astimezone().date())
             written = await self.workspace.append_text(
                 rel, f"\n## Memory Save — {stamp}\n- {fact}\n", ctx.user_id
             )
             await self._index(written)
+            if held:
+                return (
+                    f"Saved to {rel} as entry {entry.id}{'' if daily else ', not to MEMORY.md'}"
+                    ": this turn read content no user typed (a tool result, a file, another "
+                    "agent's output), so the fact waits for review before it can reach MEMORY.md"
+                )
             return f"Saved to {rel}"
-        file, _, section = target.partition("#")
-        if file.strip().lstrip("/") != MEMORY_MD:
-            return ToolFailure(
-                f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
-            )
-        section = section.strip() or "Notes"
-        if not section.isprintable() or section.startswith("#"):
-            # A line break would write headings of the model's choosing into MEMORY.md.
-            return ToolFailure(
-                f"Error: the section of {target!r} must be one line of plain text without a "
-                'leading "#", e.g. "MEMORY.md#Preferences"'
-            )
         # Under MEMORY.md's lock: a concurrent save or consolidation never loses this bullet
         # (a consolidation that read the file before it notices and merges again).
         await self.workspace.update_text(
@@ -199,6 +229,23 @@ class MemoryTools:
                     scored.append((score, rel, number, line.strip()))
         scored.sort(key=lambda hit: -hit[0])
         return [(rel, number, line) for _, rel, number, line in scored[:limit]]
+
+
+def _section(target: str) -> str | ToolFailure:
+    """The section of MEMORY.md a ``MEMORY.md#<Section>`` target names, or why it is wrong."""
+    file, _, section = target.partition("#")
+    if file.strip().lstrip("/") != MEMORY_MD:
+        return ToolFailure(
+            f'Error: target must be "daily" or "MEMORY.md#<Section>", not {target!r}'
+        )
+    section = section.strip() or "Notes"
+    if not section.isprintable() or section.startswith("#"):
+        # A line break would write headings of the model's choosing into MEMORY.md.
+        return ToolFailure(
+            f"Error: the section of {target!r} must be one line of plain text without a "
+            'leading "#", e.g. "MEMORY.md#Preferences"'
+        )
+    return section
 
 
 def _cite(path: str, first: int, last: int) -> str:

@@ -37,7 +37,7 @@ async def test_facts_are_appended_under_a_flush_header(workspace: Path) -> None:
         "\n## Memory Flush — 2026-03-14T09:30:00+00:00\n- Anna moved to Berlin in March 2026.\n"
     )
     prompt = model.requests[0][1].text
-    assert "[USER]: Anna moved to Berlin\n[ASSISTANT]: ok" in prompt
+    assert "(m1) [USER]: Anna moved to Berlin\n(m2) [ASSISTANT]: ok" in prompt
 
 
 async def test_no_reply_writes_nothing_but_advances(workspace: Path) -> None:
