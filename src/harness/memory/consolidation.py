@@ -89,7 +89,6 @@ KEPT_FRACTION: Final = 0.5
 
 _SENTINEL = re.compile(r"[A-Z][A-Z_ ]{1,39}")
 _WORD = re.compile(r"[^\W_]+")
-_HEADING = re.compile(r"#{1,6}\s")
 _BULLET = re.compile(r"([-*+]|\d+[.)])\s+")
 
 
@@ -296,12 +295,7 @@ def refusal(current: str, answer: str, stop_reason: str | None = None) -> str | 
 
 
 def _facts(text: str) -> list[str]:
-    facts = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not _HEADING.match(stripped) and stripped.strip("#") != "":
-            facts.append(_BULLET.sub("", stripped, count=1))
-    return facts
+    return [_BULLET.sub("", line.strip(), count=1) for line in text.splitlines() if is_fact(line)]
 
 
 def _kept(fact: str, words: set[str]) -> bool:
