@@ -52,15 +52,18 @@ ANNA_QUESTION: Final = "When did Anna move to Berlin?"
 # Neither the user's message nor the reply names Berlin, so the daily log's line answers best.
 ANNA_MESSAGE: Final = "My friend Anna has news about her new flat."
 ANNA_REPLY: Final = "Good news for Anna!"
-CONSOLIDATED: Final = "# Memory\n\n- Alice has a friend called Anna."
 
 INDEX_LINE: Final = re.compile(
     r"^Indexed (\d+) files \((\d+) unchanged, (\d+) removed\) in \d+\.\d\d s$"
 )
 
 
-def consolidation_turn(text: str = CONSOLIDATED, *, match: str = "") -> dict[str, Any]:
-    """A script turn answering every consolidation request with ``text``."""
+def consolidation_turn(text: str, *, match: str = "") -> dict[str, Any]:
+    """A script turn answering every consolidation request with ``text``.
+
+    The text must be drawn from the daily logs the scenario writes: consolidation leaves out
+    (and warns about) a line drawn from nothing it was given.
+    """
     return {"match": CONSOLIDATION_PROMPT + match, "text": text, "repeat": True}
 
 
@@ -175,7 +178,7 @@ def anna_run(root: Path) -> AnnaRun:
         [
             {"match": FLUSH_PROMPT + r"[\s\S]*Anna", "text": ANNA_FACT},
             NO_MEMORIES,
-            consolidation_turn(),
+            consolidation_turn("# Memory\n\n" + ANNA_FACT),
             {"match": "Anna", "text": ANNA_REPLY},
         ],
         log="requests.jsonl",
@@ -360,7 +363,7 @@ def retry(root: Path) -> Retry:
         root / "second.json",
         [
             {"match": rf"{FLUSH_PROMPT}[\s\S]*12 May 1990[\s\S]*every Sunday", "text": TOM_FACTS},
-            consolidation_turn(),
+            consolidation_turn("# Memory\n\n" + TOM_FACTS),
             {"match": "chess", "text": "Nice hobby."},
         ],
         log="second.jsonl",
