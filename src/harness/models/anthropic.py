@@ -564,6 +564,7 @@ def _error_table() -> Mapping[type[Exception], type[ModelError]]:
         anthropic.ClaudeCodeVersionTooOldError: ModelError,
         anthropic.OrganizationOnHoldError: ModelError,
         anthropic.OrganizationTypeNotSupportedError: ModelError,
+        anthropic.OrganizationURLFetchDisabledError: ModelError,
         anthropic.ParentOrganizationRequiredError: ModelError,
         anthropic.RequestBodyEncodingInvalidError: ModelError,
         anthropic.RequestBodyEncodingUnsupportedError: ModelError,
