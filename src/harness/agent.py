@@ -670,7 +670,11 @@ class HarnessAgent:
         auto_memory = memory is not None and memory.flush
         return [
             WorkspaceContextHook(
-                self.workspace, agent_name=self.name, config=config, auto_memory=auto_memory
+                self.workspace,
+                agent_name=self.name,
+                config=config,
+                auto_memory=auto_memory,
+                provenance=self.provenance,
             )
         ]
 

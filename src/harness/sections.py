@@ -2,16 +2,37 @@
 
 The workspace context, the skills and the subagents each add one. They share this module, not
 each other's, so any of their hooks can be left out of an agent (or deleted) without the others.
+
+What a section shows of a file is the file's author's (often the model's) to write, so text put
+inside a section's element goes through :func:`escape_markup` first: a file cannot close the
+element it is shown in, or open one of the harness's own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from harness.kernel import Msg, TextBlock
 
-__all__ = ["SystemSection", "inject_section"]
+__all__ = ["SystemSection", "escape_markup", "inject_section"]
+
+_MARKUP: Final = re.compile(
+    r"<(?=\s*/?\s*(?:[\w.]*[_-][\w.-]*|system|user|assistant|tool|instructions?)\b)",
+    re.IGNORECASE,
+)
+"""The ``<`` of a tag the harness could have written: every tag of a section (``memory_context``,
+``workspace_update``, a file's ``notes_md``) has an underscore or a hyphen in its name, and the
+role names stand for turns of the conversation. Ordinary markup (``<div>``, ``a < b``) is kept."""
+
+
+def escape_markup(text: str) -> str:
+    """``text`` with every tag that imitates the harness's own written as ``&lt;tag``.
+
+    What is left reads the same to a person and a model, but opens and closes nothing.
+    """
+    return _MARKUP.sub("&lt;", text)
 
 
 def inject_section(

@@ -84,8 +84,16 @@ from harness.kernel import (
     PreReasoning,
     SessionState,
 )
-from harness.sections import SystemSection
-from harness.workspace import AGENTS_MD, KNOWLEDGE_DIR, KNOWLEDGE_MD, MEMORY_MD, WorkspaceManager
+from harness.memory.presentation import MEMORY_IS_DATA, present_file
+from harness.memory.provenance import MemoryBook, Provenance
+from harness.sections import SystemSection, escape_markup
+from harness.workspace import (
+    AGENTS_MD,
+    KNOWLEDGE_DIR,
+    KNOWLEDGE_MD,
+    MEMORY_MD,
+    WorkspaceManager,
+)
 from harness.workspace.context import WorkspaceContextConfig
 
 __all__ = ["WorkspaceContextHook"]
@@ -118,9 +126,11 @@ def _clean(text: str) -> str:
 
 
 def _element(tag: str, content: str) -> str:
+    """``content`` inside ``<tag>``: escaped, so that it cannot close the element (module docs)."""
     if not content:
         return f"  <{tag}></{tag}>"
-    body = "\n".join(f"    {line}" if line else "" for line in content.splitlines())
+    lines = escape_markup(content).splitlines()
+    body = "\n".join(f"    {line}" if line else "" for line in lines)
     return f"  <{tag}>\n{body}\n  </{tag}>"
 
 
@@ -136,21 +146,22 @@ def _fit_memory(memory: str, available_chars: int, notice_hint: str) -> str:
     """
     if len(memory) + 5 * (memory.count("\n") + 1) <= available_chars:
         return memory
+    lines = memory.splitlines()
     notice = (
-        f"... (memory truncated: showing {{kept}} of {len(memory)} characters of MEMORY.md"
+        f"... (memory truncated: showing {{kept}} of {len(lines)} lines of MEMORY.md"
         f"{notice_hint}) ..."
     )
     budget = available_chars - len(notice) - 16
     kept: list[str] = []
     size = 0
-    for line in memory.splitlines():
+    for line in lines:
         cost = len(line) + 5
         if size + cost > budget:
             break
         kept.append(line)
         size += cost
     shown = "\n".join(kept).rstrip()
-    return shown + ("\n\n" if shown else "") + notice.format(kept=len(shown))
+    return shown + ("\n\n" if shown else "") + notice.format(kept=len(kept))
 
 
 def _guidance(
@@ -202,6 +213,7 @@ def _guidance(
     parts.append(
         f"## Workspace\nYour workspace is {root}. Follow the persona and rules of AGENTS.md."
     )
+    parts.append(MEMORY_IS_DATA)
     files = ", ".join(["MEMORY.md", "knowledge/KNOWLEDGE.md", *extra_files])
     where = "<loaded_context> below holds" if config.layout == "legacy" else "Below are"
     if config.memory_refresh == "step":
@@ -240,8 +252,10 @@ class WorkspaceContextHook(Hook):
         agent_name: str,
         config: WorkspaceContextConfig,
         auto_memory: bool = False,
+        provenance: Provenance | None = None,
     ) -> None:
         self.workspace = workspace
+        self.provenance = provenance
         self.agent_name = agent_name
         self.config = config
         self.auto_memory = auto_memory
@@ -375,6 +389,10 @@ class WorkspaceContextHook(Hook):
         files = await self.workspace.read_first(paths, user_id, self.config.context_files)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
         texts = {path: _clean(entry.text) for path, entry in files.items()}
+        if MEMORY_MD in texts:  # shown as memory shows it: labelled, nothing that waits
+            own = files[MEMORY_MD].path != MEMORY_MD  # the user's copy, not the shared one
+            book = await self._book(user_id if own else None)
+            texts[MEMORY_MD] = present_file(MEMORY_MD, texts[MEMORY_MD], book, untrusted=False)
         knowledge_files = tuple(p for p in listing if p != KNOWLEDGE_MD)
         if (
             cached is not None
@@ -393,6 +411,12 @@ class WorkspaceContextHook(Hook):
         )
         _remember(self._snapshots, user_id, snapshot)
         return snapshot
+
+    async def _book(self, user_id: str | None) -> MemoryBook:
+        """The records of a MEMORY.md's owner (none without provenance: every line unknown)."""
+        if self.provenance is None:
+            return MemoryBook.of(())
+        return await self.provenance.book(user_id)
 
     def render(
         self,
@@ -544,7 +568,7 @@ def _file_change(path: str, before: str, after: str) -> str:
             if unmatched[line] > 0:
                 unmatched[line] -= 1
             elif line.strip():
-                changed.append(sign + line)
+                changed.append(sign + escape_markup(line))
     shown = changed[:MAX_NOTE_LINES]
     more = len(changed) - len(shown)
     tail = f"\n... and {more} more changed lines: read {path} for all of it" if more > 0 else ""

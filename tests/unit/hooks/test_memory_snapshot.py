@@ -87,8 +87,8 @@ async def test_a_session_keeps_its_prompt_and_learns_of_a_write_from_a_note(
     [(where, text)] = notes(second)
     assert where == 3  # after the message that was last when the change was seen
     assert "MEMORY.md changed" in text
-    assert "- - likes tea" in text
-    assert "+ - likes green tea" in text
+    assert "- [unknown] - likes tea" in text
+    assert "+ [unknown] - likes green tea" in text
     assert notes(third) == [(3, text)]  # the same note at the same place, at every later step
     assert second[1 : where + 1] == third[1 : where + 1]
 
@@ -198,7 +198,7 @@ async def test_a_long_change_is_cut_and_says_where_the_rest_is(workspace: Path) 
     await step(context, memory)
     write_memory(workspace, "\n".join(f"- fact {i}" for i in range(100)))
     [(_, text)] = notes(await step(context, memory))
-    assert "+ - fact 39" in text
+    assert "+ [unknown] - fact 39" in text
     assert "- fact 40" not in text
     assert "... and 60 more changed lines: read MEMORY.md for all of it" in text
 
@@ -243,7 +243,7 @@ async def test_memory_save_mid_session_leaves_every_system_prompt_byte_identical
     assert "green" not in systems[0].text
     first_note = notes(model.requests[1])
     [(where, text)] = first_note
-    assert "+ - The user's tea is green." in text
+    assert "+ [user] - The user's tea is green." in text
     assert model.requests[1][where - 1].role == "tool"
     assert notes(model.requests[2]) == first_note
     assert all(m.name != "workspace_update" for m in saved)  # the note is the prompt's only

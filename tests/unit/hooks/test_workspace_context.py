@@ -75,7 +75,9 @@ async def test_the_section_goes_from_shared_to_user_to_session(workspace: Path) 
     assert "s9" not in shared
     assert "ann" not in shared
     assert today() not in shared
-    assert user.startswith("## User Context\nUser ID: ann\n  <memory_context>\n    - likes tea")
+    assert user.startswith(
+        "## User Context\nUser ID: ann\n  <memory_context>\n    [unknown] - likes tea"
+    )
     assert session == f"## Session Context\nSession ID: s9\nToday is {today()}."
 
 
@@ -122,7 +124,7 @@ async def test_files_are_injected_in_loaded_context(workspace: Path) -> None:
     assert loaded == (
         "<loaded_context>\n"
         "  <agents_context>\n    # Persona\n\n    Be kind.\n  </agents_context>\n"
-        "  <memory_context>\n    - likes tea\n  </memory_context>\n"
+        "  <memory_context>\n    [unknown] - likes tea\n  </memory_context>\n"
         "  <domain_knowledge_context>\n    Glossary here.\n\n    Knowledge files:\n"
         "    - knowledge/deep/faq.md\n  </domain_knowledge_context>\n"
         "  <soul_md>\n    Soul line\n  </soul_md>\n"
@@ -142,7 +144,7 @@ async def test_files_are_injected_as_elements_of_their_blocks(workspace: Path) -
     assert shared.endswith("  <agents_context>\n    # Persona\n\n    Be kind.\n  </agents_context>")
     assert user == (
         "## User Context\n"
-        "  <memory_context>\n    - likes tea\n  </memory_context>\n"
+        "  <memory_context>\n    [unknown] - likes tea\n  </memory_context>\n"
         "  <domain_knowledge_context>\n    Glossary here.\n\n    Knowledge files:\n"
         "    - knowledge/deep/faq.md\n  </domain_knowledge_context>\n"
         "  <soul_md>\n    Soul line\n  </soul_md>"
@@ -186,17 +188,18 @@ async def test_memory_is_cut_to_budget_with_a_notice(workspace: Path) -> None:
     assert "- fact number 0000" in memory
     assert "- fact number 1999" not in memory
     notice = re.search(
-        r"\.\.\. \(memory truncated: showing (\d+) of (\d+) characters of MEMORY\.md: "
+        r"\.\.\. \(memory truncated: showing (\d+) of (\d+) lines of MEMORY\.md: "
         r"use memory_search for the rest\) \.\.\.",
         memory,
     )
     assert notice is not None
-    assert int(notice.group(2)) == len("\n".join(lines))
+    assert int(notice.group(2)) == len(lines)
     # the whole section stays within the budget, give or take the notice and tags
     assert len(text) // 4 <= 2000
-    # only whole lines are kept
-    kept = [line.strip() for line in memory.splitlines()[1:] if line.strip().startswith("- fact")]
-    assert all(re.fullmatch(r"- fact number \d{4}", line) for line in kept)
+    # only whole lines are kept, each behind its label
+    shown = [line.strip() for line in memory.splitlines()[1:] if "fact number" in line]
+    assert all(re.fullmatch(r"\[unknown\] - fact number \d{4}", line) for line in shown)
+    assert int(notice.group(1)) == len(shown)
 
 
 async def test_notice_without_search_tool_does_not_advertise_it(workspace: Path) -> None:

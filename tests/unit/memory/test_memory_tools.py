@@ -32,7 +32,8 @@ async def test_search_without_index_scans_the_users_files(workspace: Path) -> No
     seed(workspace)
     out = await tools(workspace).memory_search("green tea", ANN)
     assert out.startswith(
-        "Found 1 matches:\n\nSource: memory/2026-03-01.md#L3\n- Ann likes green tea."
+        "Found 1 matches:\n\nSource: memory/2026-03-01.md#L3 (trust: unknown; origin: no record)"
+        "\n  [unknown] - Ann likes green tea."
     )
     assert "Bob" not in out
     assert await tools(workspace).memory_search("   ", ANN) == "No query provided"
@@ -45,7 +46,7 @@ async def test_get_numbers_lines_and_stays_in_memory_files(workspace: Path) -> N
     seed(workspace)
     t = tools(workspace)
     assert await t.memory_get("MEMORY.md", ANN, start_line=3, end_line=4) == (
-        "3|## People\n4|- Anna lives in Berlin."
+        "3|## People\n4|[unknown] - Anna lives in Berlin."
     )
     assert await t.memory_get("AGENTS.md", ANN) == (
         "Error: memory_get reads only MEMORY.md and memory/*.md, not AGENTS.md"

@@ -146,7 +146,7 @@ async def test_after_a_memory_save_the_next_worker_keeps_the_prompt_byte_identic
     ]
     assert notes[0] == []
     (first,) = notes[1]
-    assert "+ - The user's tea is green." in first[1][0]["text"]
+    assert "+ [user] - The user's tea is green." in first[1][0]["text"]
     assert notes[2] == notes[3] == [first]  # the same note at the same place, in each worker
 
 

@@ -575,7 +575,10 @@ async def test_a_childs_memory_search_finds_the_callers_memory_only(
         await parent.call("delegate", ctx=ALICE)
     alices, bobs = (r.text for m in own.requests[1] for r in m.tool_results)
     assert alices.startswith("Found 1 matches")
-    assert "Source: MEMORY.md#L3\n- The secret word is zanzibarite." in alices
+    assert (
+        "Source: MEMORY.md#L3 (trust: unknown; origin: no record)\n"
+        "  [unknown] - The secret word is zanzibarite." in alices
+    )
     assert bobs == "No matching memories found for: quokkaberry"
 
 
