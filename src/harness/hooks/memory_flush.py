@@ -1,4 +1,4 @@
-"""Memory flush: after every call, new facts go to the daily log, new messages to the transcript.
+"""Memory flush: after every call, new messages go to the transcript, then new facts to the log.
 
 The work runs in the background, in order per session, so the call returns without waiting
 for the memory model; searches and ``aclose()`` wait for it (see
@@ -61,6 +61,18 @@ class MemoryFlushHook(Hook):
         self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages), ctx=ctx)
 
     async def _record(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
+        # The transcript first: it is the call's whole record and costs one append, while the
+        # flush waits for a model (seconds, tens of them on a small one); a process stopped
+        # meanwhile keeps the transcript, and the flush is retried at the next call.
+        if self.transcript is not None:
+            try:
+                appended = await self.transcript.offload(ctx, messages)
+            except Exception as exc:
+                logger.warning("transcript offload for session %r failed: %s", ctx.session_id, exc)
+            else:
+                if appended:
+                    log = self.transcript.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
+                    self.maintenance.schedule_index(log)
         if self.flush is not None:
             started = time.perf_counter()
             try:
@@ -76,12 +88,3 @@ class MemoryFlushHook(Hook):
                     self.maintenance.schedule_index(result.path)
                 if self.on_flush is not None:
                     await self.on_flush(ctx, result, time.perf_counter() - started)
-        if self.transcript is not None:
-            try:
-                appended = await self.transcript.offload(ctx, messages)
-            except Exception as exc:
-                logger.warning("transcript offload for session %r failed: %s", ctx.session_id, exc)
-            else:
-                if appended:
-                    log = self.transcript.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
-                    self.maintenance.schedule_index(log)

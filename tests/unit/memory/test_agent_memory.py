@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
+from harness.errors import ModelError
 from harness.memory import MemoryMaintenance
 from harness.models import ScriptedChatModel
 
@@ -122,6 +126,40 @@ async def test_a_failing_flush_never_fails_the_call(
     assert "memory flush for session 'default' failed, will retry next call" in caplog.text
     # the transcript is still written
     assert (workspace / "agents" / "harness" / "sessions" / "default.jsonl").exists()
+
+
+class HangingModel:
+    """A memory model that answers only when released: a flush as slow as a real model's."""
+
+    model_name = "hanging"
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def stream(
+        self, messages: object, tools: object, **options: object
+    ) -> AsyncIterator[Any]:
+        self.asked.set()
+        await self.released.wait()
+        raise ModelError("released")
+        yield  # an async generator, as the protocol asks
+
+
+async def test_the_transcript_is_written_before_the_flush_asks_its_model(workspace: Path) -> None:
+    """A process stopped while the flush waits for its (slow) model still has the transcript."""
+    memory_model = HangingModel()
+    transcript = workspace / "agents" / "harness" / "sessions" / "default.jsonl"
+    async with HarnessAgent(
+        model=script({"text": "hello there", "repeat": True}),
+        memory_model=memory_model,
+        workspace=workspace,
+    ) as agent:
+        await agent.call("hi")
+        await asyncio.wait_for(memory_model.asked.wait(), 10)
+        written = transcript.read_text(encoding="utf-8") if transcript.exists() else ""
+        memory_model.released.set()
+    assert "hello there" in written
 
 
 async def test_agents_of_one_workspace_and_memory_model_share_one_worker_until_the_last_closes(
