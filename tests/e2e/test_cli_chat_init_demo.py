@@ -359,7 +359,7 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     assert "Lisbon" not in (root / "MEMORY.md").read_text(encoding="utf-8")
     assert (root / "users/ada/memory/.consolidation_state").is_file()
     # 5. memory_search found the fact, shown as the agent sees it: each hit is the lines it
-    # names, verbatim (paths are relative to ada's namespace).
+    # names, verbatim behind their trust labels (paths are relative to ada's namespace).
     found = section_text(stdout, 5)
     assert re.search(r"Found \d+ matches", found), found
     assert "Source: MEMORY.md#" in found
@@ -368,16 +368,23 @@ def assert_demo_ran_in(root: Path, stdout: str, days: tuple[date, date]) -> None
     heading, *hits = panel_lines(stdout, 5)
     assert heading == f"Found {len(hits)} matches:"
     for hit in hits:  # the panel shows a snippet's lines joined by spaces
-        match = re.fullmatch(r"Source: (\S+)#L(\d+)(?:-L(\d+))? (.*)", hit)
+        match = re.fullmatch(
+            r"Source: (\S+)#L(\d+)(?:-L(\d+))? \(trust: (\w+); origin: .*?\) (.*)", hit
+        )
         assert match, hit
         path, first = root / "users/ada" / match[1], int(match[2])
         last = int(match[3] or first)
         lines = path.read_text(encoding="utf-8").splitlines()[first - 1 : last]
+        text = re.sub(r"\[(?:user|operator|unknown|untrusted)\] ", "", match[5])
         if path.suffix == ".jsonl":  # transcript entries: lines of their contents
             shown = [t for entry in lines for t in json.loads(entry)["content"].splitlines()]
-            assert match[4] in " ".join(t.strip() for t in shown if t.strip()), hit
+            assert text in " ".join(t.strip() for t in shown if t.strip()), hit
+            assert match[4] in ("unknown", "untrusted"), hit  # no record vouches for it
         else:
-            assert match[4] == " ".join(t.strip() for t in lines if t.strip()), hit
+            assert text == " ".join(t.strip() for t in lines if t.strip()), hit
+    # Ada's seeded memory is the operator's (the tour adopts it), her own words are hers.
+    assert "[operator] - The user's name is Ada; she prefers metric units." in found
+    assert "[user] - Ada runs her first marathon, in Lisbon, in May." in found
     # 7. The subagent ran in the background; its task record and result are in ada's
     # namespace, and the agent was told about it once, at its next step.
     (record_file,) = (root / "users/ada/agents/guide/tasks").glob("task_*.json")

@@ -28,7 +28,7 @@ from harness.context import RuntimeContext
 from harness.errors import CallPaused
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
-from harness.memory import MemoryConfig
+from harness.memory import MemoryConfig, Provenance
 from harness.memory.render import SUMMARY_NAME
 from harness.models import ScriptedChatModel
 from harness.observability import read_trace, summarize
@@ -105,6 +105,8 @@ async def run_demo(workspace: Path | None) -> Path:
     # or one that is not UTF-8 is one line and exit code 2, not a traceback from _prepare.
     root = (await asyncio.to_thread(checked_workspace, workspace)).root
     await asyncio.to_thread(_prepare, root)
+    # The operator vouches for the memory it seeded, as `harness memory adopt` does.
+    await Provenance.for_workspace(WorkspaceManager(root)).adopt("ada", "MEMORY.md", MEMORY)
     script = root / "demo-script.json"
     ctx = RuntimeContext(session_id="tour", user_id="ada")
 
