@@ -65,7 +65,10 @@ def test_init_creates_the_skeleton(cli: Cli, tmp_path: Path) -> None:
 
     result = cli.run("init", root)
 
-    assert (result.returncode, result.stderr) == (0, ""), result
+    assert result.returncode == 0, result
+    # The next step names the workspace it needs, quoted for the shell.
+    assert result.stderr.startswith(f"Next: edit {root / 'AGENTS.md'}, then chat with it:\n")
+    assert f"harness chat -w {root} --model openai:gpt-4o-mini" in result.stderr
     for rel in SKELETON_FILES:
         assert (root / rel).is_file()
         assert (root / rel).read_text(encoding="utf-8").startswith("# ")
@@ -89,7 +92,8 @@ def test_init_twice_changes_nothing_and_says_so(cli: Cli, tmp_path: Path) -> Non
 
     result = cli.run("init", root)
 
-    assert (result.returncode, result.stderr) == (0, ""), result
+    assert result.returncode == 0, result
+    assert result.stderr.startswith("Next: edit ")
     assert result.stdout == f"Workspace {root} already has every skeleton file; nothing changed.\n"
     assert snapshot(root) == before
 
@@ -174,6 +178,30 @@ def test_chat_replies_and_switches_session(cli: Cli, tmp_path: Path) -> None:
         "other.log.jsonl",
         "sessions.json",
     ]
+
+
+def test_chat_commands_are_answered_by_the_chat_not_the_model(cli: Cli, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "script.json",
+        [NO_MEMORIES, {"match": "^/etc/hosts holds what", "text": "Host names."}],
+        log="requests.jsonl",
+    )
+
+    result = cli.run(
+        "chat",
+        "-w",
+        tmp_path / "ws",
+        "-m",
+        f"scripted:{script}",
+        stdin="/help\n/?\n/frobnicate\n/etc/hosts holds what?\n/exit\n",
+    )
+
+    assert result.returncode == 0, result
+    assert result.stderr.count("Commands (never sent to the model):") == 2
+    assert "unknown command /frobnicate; /help lists them" in result.stderr
+    assert result.stdout == "Host names.\n"  # a line that only starts with a slash is a turn
+    asked = [turns_of(request) for request in agent_requests(tmp_path / "requests.jsonl")]
+    assert asked == [[("system", ""), ("user", "/etc/hosts holds what?")]]
 
 
 def test_chat_survives_a_failed_turn(cli: Cli, tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import contextlib
 import io
 import json
 import os
+import re
+import shlex
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -170,6 +172,14 @@ def init(
             out.print(f"  created {path}", **plain)
     else:
         out.print(f"Workspace {root} already has every skeleton file; nothing changed.", **plain)
+    # The next step, to stderr: stdout stays the list of what was made.
+    where = shlex.quote(str(root))
+    err.print(
+        f"Next: edit {root / 'AGENTS.md'}, then chat with it:\n"
+        f"  harness chat -w {where} --model openai:gpt-4o-mini   (OPENAI_API_KEY set)\n"
+        f"  harness chat -w {where} --model scripted:FILE        (offline; docs/cli.md)",
+        **plain,
+    )
 
 
 @app.command()
@@ -259,6 +269,12 @@ async def _chat(
                     session = name
                 err.print(f"session: {session}", **_PLAIN)
                 continue
+            if _COMMAND.fullmatch(text):  # /help, or a command that does not exist
+                known = text in ("/help", "/?")
+                err.print(
+                    CHAT_HELP if known else f"unknown command {text}; /help lists them", **_PLAIN
+                )
+                continue
             ctx = RuntimeContext(session_id=session, user_id=user)
             try:
                 await _chat_turn(agent, text, ctx, lines)
@@ -271,6 +287,16 @@ async def _chat(
 
 
 _PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+_COMMAND: Final = re.compile(r"/(?:\?|[A-Za-z][\w-]*)")
+"""A line that is one slash word is a chat command, never sent to the model (a path such as
+``/etc/hosts is what?`` is a question)."""
+CHAT_HELP: Final = """\
+Commands (never sent to the model):
+  /session         show the session this chat is in
+  /session NAME    continue in session NAME (made on its first turn)
+  /help            this list
+  /exit, /quit     leave (so does end of input, Ctrl-D)
+Anything else is a turn for the agent. A tool call that waits for approval is asked about here."""
 
 
 def _read_stdin_as_bytes() -> None:
