@@ -88,6 +88,8 @@ async def test_no_key_or_a_wrong_key_is_refused_everywhere(
         ("GET", "/v1/tasks/task_x"),
         ("POST", "/v1/tasks/task_x/cancel"),
         ("GET", "/v1/memory/search?q=x"),
+        ("GET", "/v1/memory/review"),
+        ("POST", "/v1/memory/review/mem_x"),
         ("POST", "/v1/chat/completions"),
     ]
     for key, code in ((None, "missing_api_key"), ("hk_wrong", "invalid_api_key")):

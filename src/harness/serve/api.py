@@ -1,7 +1,10 @@
 """The native API: turns as server-sent events, sessions, approvals, traces, tasks, memory.
 
+Memory is searched and reviewed here too; ``docs/serve.md``, "Native API", documents every route.
+
 Every route acts for the caller's user (:func:`~harness.serve.http.caller`) and reaches only
-that user's namespace: a session, task or trace id of another user is simply not found.
+that user's namespace: a session, task, trace or memory entry id of another user is simply not
+found.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.approvals import DecisionKind, ReviewerDecision
 from harness.context import RuntimeContext
 from harness.errors import ApprovalConflict, HarnessError, RequestRefused, UnknownApproval
+from harness.memory.provenance import Decision
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
@@ -41,6 +45,11 @@ class DecisionBody(BaseModel):
 class DecisionsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decisions: dict[str, DecisionBody] = Field(min_length=1, max_length=100)
+
+
+class ReviewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Decision
 
 
 def native_router(state: ServeState) -> APIRouter:
@@ -171,6 +180,32 @@ def native_router(state: ServeState) -> APIRouter:
             ]
         }
 
+    @router.get("/memory/review")
+    async def review(request: Request) -> dict[str, Any]:
+        """The user's memory entries that wait for review, as ``harness memory review --json``."""
+        user = state.authenticate(request)
+        waiting = (await agent.provenance.book(user)).waiting()
+        return {"data": [entry.as_record() for entry in waiting]}
+
+    @router.post("/memory/review/{entry_id}")
+    async def decide_entry(entry_id: str, request: Request) -> dict[str, Any]:
+        """Promote or reject one of the user's entries, as ``harness memory promote|reject``.
+
+        The same decision again is harmless; the other one after a decision is 409: a review
+        is final. Another user's entry id is not found, as an unknown one is.
+        """
+        user = state.authenticate(request)
+        body = await read_body(request, ReviewRequest, state.config)
+        try:
+            entry = await agent.provenance.review(
+                user, entry_id, body.decision, by=f"http:{user or '-'}"
+            )
+        except KeyError:
+            raise _not_found("memory entry", entry_id, code="entry_not_found") from None
+        except ValueError as exc:
+            raise RequestRefused(409, "review_final", str(exc)) from None
+        return {**entry.as_record(), "decision": body.decision}
+
     def _ctx(request: Request, session_id: str) -> RuntimeContext:
         return state.context(state.authenticate(request), session_id)
 
@@ -190,9 +225,9 @@ def _client_id(name: str) -> bool:
         return False
 
 
-def _not_found(what: str, name: str) -> RequestRefused:
+def _not_found(what: str, name: str, *, code: str | None = None) -> RequestRefused:
     return RequestRefused(
-        404, f"{what.split()[0]}_not_found", f"no {what} {name[:80]!r} for this user"
+        404, code or f"{what.split()[0]}_not_found", f"no {what} {name[:80]!r} for this user"
     )
 
 
