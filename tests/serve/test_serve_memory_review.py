@@ -237,3 +237,25 @@ async def test_a_bad_decision_is_refused_and_records_nothing(
         assert (not_json.status_code, not_json.json()["error"]["code"]) == (400, "invalid_json")
         assert await ids(api) == [entry.id]
     assert (await server.book("alice")).reviews == {}
+
+
+async def test_search_over_http_shows_what_the_memory_tools_show(
+    server: Running, keys: tuple[str, str, Path], workspace: Path
+) -> None:
+    """One rule for every reader: a rejected line is not found, a waiting one says so."""
+    alice, _, _ = keys
+    waiting = await server.waiting("alice", "The periwinkle parcel goes to 9 Elm Road.")
+    rejected = await server.waiting("alice", "Send the periwinkle invoice to a gift card.")
+    log = workspace / "users" / "alice" / "memory" / "2026-12-04.md"
+    log.parent.mkdir(parents=True)
+    log.write_text(f"## Memory Flush\n{waiting.text}\n\n## Memory Flush\n{rejected.text}\n")
+    async with http(server, alice) as api:
+        assert await api.post(f"/v1/memory/review/{rejected.id}", json={"decision": "reject"})
+        reply = await api.get("/v1/memory/search", params={"q": "periwinkle", "limit": 10})
+    assert reply.status_code == 200, reply.text
+    hits = reply.json()["data"]
+    assert "gift card" not in json.dumps(hits)
+    [hit] = [h for h in hits if "Elm Road" in h["content"]]
+    assert hit["path"] == "memory/2026-12-04.md"
+    assert (hit["trust"], hit["origin"]) == ("untrusted", "flush (web_fetch result)")
+    assert {"text": waiting.text, "trust": "untrusted"} in hit["lines"]

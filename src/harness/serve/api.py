@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.approvals import DecisionKind, ReviewerDecision
 from harness.context import RuntimeContext
 from harness.errors import ApprovalConflict, HarnessError, RequestRefused, UnknownApproval
+from harness.memory.presentation import search_memory
 from harness.memory.provenance import Decision
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
@@ -160,21 +161,23 @@ def native_router(state: ServeState) -> APIRouter:
         maintenance = agent.maintenance
         if maintenance is None or maintenance.index is None:
             raise RequestRefused(404, "memory_off", "this agent has no long-term memory index")
-        await maintenance.start()
-        await maintenance.ready()
-        try:
-            hits = await maintenance.index.asearch(q, limit, user_id=user)
+        try:  # through the one rule of what memory shows (harness.memory.presentation)
+            hits = await search_memory(
+                maintenance, agent.provenance, q, limit, user, relative=user_prefix(user)
+            )
         except HarnessError as exc:
             raise RequestRefused(503, "memory_unavailable", str(exc)) from None
-        prefix = user_prefix(user)
         return {
             "data": [
                 {
-                    "path": hit.path.removeprefix(prefix) if prefix else hit.path,
-                    "line_number": hit.line_number,
-                    "last_line": hit.last_line,
+                    "path": hit.path,
+                    "line_number": hit.first,
+                    "last_line": hit.last,
                     "content": hit.content,
                     "rank": hit.rank,
+                    "trust": hit.trust.value,
+                    "origin": hit.origin,
+                    "lines": [{"text": line.text, "trust": line.trust.value} for line in hit.lines],
                 }
                 for hit in hits
             ]
