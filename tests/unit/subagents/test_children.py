@@ -84,10 +84,21 @@ class Built:
 
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[Built]:
-    """Every child agent_spawn builds, with the threads and indexes building it created."""
+    """Every child agent_spawn builds, with the threads and indexes building it created.
+
+    Threads are counted as they start, not by ``threading.active_count()``: threads of
+    earlier tests that end while a child is built would make a difference of counts
+    negative (a CI run saw -4).
+    """
     records: list[Built] = []
     indexes: list[object] = []
+    started: list[threading.Thread] = []
     original_init = MemoryIndex.__init__
+    original_start = threading.Thread.start
+
+    def counting_start(self: threading.Thread) -> None:
+        started.append(self)
+        original_start(self)
 
     def counting_init(self: MemoryIndex, *args: Any, **kwargs: Any) -> None:
         indexes.append(self)
@@ -96,20 +107,21 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[Built]:
     def recording(
         declaration: Declaration, options: AgentOptions, make_agent: Any
     ) -> SubagentAgent:
-        threads, before = threading.active_count(), len(indexes)
+        threads, before = len(started), len(indexes)
         child = build_child(declaration, options, make_agent)
         records.append(
             Built(
                 declaration,
                 options,
                 child,
-                new_threads=threading.active_count() - threads,
+                new_threads=len(started) - threads,
                 new_indexes=len(indexes) - before,
             )
         )
         return child
 
     monkeypatch.setattr(MemoryIndex, "__init__", counting_init)
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
     monkeypatch.setattr(subagent_tools, "build_child", recording)
     return records
 
