@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import tempfile
 from datetime import datetime
 from importlib import resources
@@ -18,7 +19,7 @@ from typing import Any, Final
 from rich.panel import Panel
 from rich.text import Text
 
-from harness.agent import HarnessAgent
+from harness.agent import HarnessAgent, default_workspace
 from harness.approvals import ApprovalRule
 from harness.cli._common import checked_workspace
 from harness.cli._output import out
@@ -204,8 +205,9 @@ async def run_demo(workspace: Path | None) -> Path:
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
     index = root.parent / "memory_index.db"
     out.print(
-        f"\nThe search index is {index} (a cache: delete it and `harness memory index` "
-        f"rebuilds it).\nLook around: {root}\nNext: `harness init`, then "
+        f"\nThe search index is {index} (a cache: delete it and "
+        f"{command_line(root, 'memory index')} rebuilds it).\nLook around: {root}\n"
+        "Next, a workspace of your own: `harness init`, then "
         "`harness chat --model openai:<model>` (see the README for a local OpenAI-compatible "
         "server).",
         highlight=False,
@@ -216,6 +218,18 @@ async def run_demo(workspace: Path | None) -> Path:
 
 
 _PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+def command_line(root: Path, command: str) -> str:
+    """``harness COMMAND`` in backticks, as the tour prints a command to try on its workspace.
+
+    With ``--workspace`` (quoted for the shell) unless the tour's workspace is the one every
+    command uses by default: copied without it, a command would silently create and read
+    ``./.harness/workspace`` instead of the tour's.
+    """
+    default = default_workspace().expanduser().absolute()
+    where = "" if root.absolute() == default else f" --workspace {shlex.quote(str(root))}"
+    return f"`harness {command}{where}`"
 
 
 def read_server_log() -> str:
@@ -270,9 +284,9 @@ async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
     out.print(Panel(body, title="6. A long session: eviction and compaction"))
     out.print(
         "  The full result is a file under large_tool_results/; the whole conversation is in "
-        "the transcript; `harness sessions show tour --user ada --agent guide` lists the "
-        "compaction.\n",
-        highlight=False,
+        f"the transcript; {command_line(root, 'sessions show tour --user ada --agent guide')} "
+        "lists the compaction.\n",
+        **_PLAIN,  # a command stays whole, to be copied, at any width
     )
 
 
@@ -309,10 +323,10 @@ async def _delegation(root: Path, script: Path) -> None:
     out.print(Panel(body, title="7. A subagent in the background"))
     out.print(
         "  The subagent is declared in subagents/log-analyst.md; "
-        "`harness tasks list --user ada --agent guide` lists its task. The new agent found the "
-        "child in users/ada/agents/guide/children/delegation.json and continued its "
-        "conversation with agent_send.\n",
-        highlight=False,
+        f"{command_line(root, 'tasks list --user ada --agent guide')} lists its task. The new "
+        "agent found the child in users/ada/agents/guide/children/delegation.json and "
+        "continued its conversation with agent_send.\n",
+        **_PLAIN,
     )
 
 
@@ -348,8 +362,9 @@ async def _trace(root: Path) -> None:
     out.print(timeline_table(call.call_id, records))
     out.print(f"totals: {totals_line(call)}", **_PLAIN)
     out.print(
-        f"  Every session has one ({where}); `harness trace skills --user ada --agent guide` "
-        "shows it, `--json` for scripts.\n",
+        f"  Every session has one ({where}); "
+        f"{command_line(root, 'trace skills --user ada --agent guide')} shows it, `--json` for "
+        "scripts.\n",
         **_PLAIN,
     )
 
@@ -437,11 +452,13 @@ async def _approval(root: Path, script: Path) -> None:
     out.print(Panel(body, title="11. A tool call that waits for approval"))
     out.print(
         "  The pause is kept in the session and in the approval ledger beside the workspace "
-        f"({root.parent.name}/.{root.name}.approvals/), out of the agent's reach. From the "
-        "command line: `harness run --approval TOOL`, then `harness approvals list` and "
-        "`harness approvals approve ID` (docs/approvals.md).\n",
-        highlight=False,
-        soft_wrap=True,
+        f"({root.parent.name}/.{root.name}.approvals/), out of the agent's reach. This "
+        "session's approvals: "
+        f"{command_line(root, 'approvals list --session approval --user ada --agent guide')}. "
+        f"From the command line: {command_line(root, 'run --approval TOOL PROMPT')}, then "
+        f"{command_line(root, 'approvals list')} and {command_line(root, 'approvals approve ID')} "
+        "(docs/approvals.md).\n",
+        **_PLAIN,
     )
 
 
