@@ -24,6 +24,7 @@ from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, error_response
 from harness.serve.openai_api import openai_router
+from harness.serve.responses_api import responses_router
 from harness.serve.state import ServeState
 from harness.serve.turns import Turns, error_code
 
@@ -52,6 +53,7 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
             )
             state = ServeState(Turns(served, config), config)
             app.include_router(openai_router(state))
+            app.include_router(responses_router(state))
             app.include_router(native_router(state))
             yield
 
