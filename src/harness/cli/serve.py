@@ -5,6 +5,11 @@ its own agent from the same options, so ``--workers N`` needs the options to rea
 processes: they travel as JSON in ``$HARNESS_SERVE_OPTIONS``, which :func:`worker_app` reads.
 SIGTERM (or Ctrl-C) stops taking requests, lets the turns in flight finish for ``--grace``
 seconds, stops those still running (each saves what it completed), then closes the agent.
+
+uvicorn starts each worker as a fresh process (spawned, not forked): nothing the parent set up
+reaches it but the environment. So each worker sets up its own logging (:func:`worker_app`), and
+the workers share their metrics through ``$PROMETHEUS_MULTIPROC_DIR``, a temporary directory
+the parent makes for them and removes when it exits.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
@@ -64,6 +71,9 @@ class ServeOptions:
     session_wait: float = 5.0
     turn_timeout: float = 600.0
     approvals: list[str] = field(default_factory=list)
+    cors_origins: list[str] = field(default_factory=list)
+    metrics_open: bool = False
+    verbose: bool = False
 
 
 def _agent_options(options: ServeOptions) -> AgentOptions:
@@ -97,14 +107,22 @@ def _app(options: ServeOptions) -> Any:
         allowed_hosts=allowed_hosts_for(
             options.host, options.allowed_hosts, keyed=keys is not None
         ),
+        cors_origins=tuple(options.cors_origins),
+        metrics_open=options.metrics_open,
     )
     return create_app(lambda: opened_agent(given), config)
 
 
 def worker_app() -> Any:
-    """The app of a worker process started by ``--workers N`` (uvicorn's factory)."""
-    raw = json.loads(os.environ[OPTIONS_ENV])
-    return _app(ServeOptions(**raw))
+    """The app of a worker process started by ``--workers N`` (uvicorn's factory).
+
+    A worker is a new process that did not run the parent's logging setup: it sets up its own
+    here, so it logs its requests as a single server does.
+    """
+    options = ServeOptions(**json.loads(os.environ[OPTIONS_ENV]))
+    setup_logging(options.verbose)
+    _log_requests()
+    return _app(options)
 
 
 def _valid_host(value: str) -> str:
@@ -130,6 +148,21 @@ def _valid_hosts(values: list[str] | None) -> list[str] | None:
         valid_text(value)
         try:
             host_name(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return values
+
+
+def _valid_origins(values: list[str] | None) -> list[str] | None:
+    """Refuse a ``--cors-origin`` that is not ``scheme://host[:port]`` (a path, a wildcard)."""
+    try:
+        from harness.serve.config import web_origin
+    except ImportError:  # no serve extra: serve says so once it runs
+        return values
+    for value in values or []:
+        valid_text(value)
+        try:
+            web_origin(value)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     return values
@@ -186,6 +219,24 @@ def serve_command(
         float,
         typer.Option("--grace", min=0, help="Seconds turns in flight get to finish on SIGTERM."),
     ] = 30.0,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            metavar="ORIGIN",
+            help="A web origin (https://app.example.com) whose pages may call the API from a "
+            "browser; repeatable.",
+            callback=_valid_origins,
+            show_default="none: only the server's own page",
+        ),
+    ] = None,
+    metrics_open: Annotated[
+        bool,
+        typer.Option(
+            "--metrics-open",
+            help="Answer GET /metrics without a key (a scraper on a trusted network).",
+        ),
+    ] = False,
     approval: ApprovalOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -204,6 +255,9 @@ def serve_command(
         session_wait=session_wait,
         turn_timeout=turn_timeout,
         approvals=list(approval or []),
+        cors_origins=list(cors_origin or []),
+        metrics_open=metrics_open,
+        verbose=verbose,
     )
     try:
         with one_line_errors():
@@ -225,12 +279,20 @@ def serve_command(
         uvicorn.run(app, **settings)
         return
     os.environ[OPTIONS_ENV] = json.dumps(asdict(options))
-    uvicorn.run("harness.cli.serve:worker_app", factory=True, workers=workers, **settings)
+    # Each worker counts in files here, and a scrape of any worker sums them all. Fresh for
+    # each run (totals start at zero, as a single server's do) and removed at exit.
+    shared = tempfile.mkdtemp(prefix="harness-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = shared
+    try:
+        uvicorn.run("harness.cli.serve:worker_app", factory=True, workers=workers, **settings)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def _checked(options: ServeOptions, host: str) -> Any:
     """The app, once the options are known to be usable: a bad key file is an error now."""
     try:
+        import harness.serve.metrics  # noqa: F401  (prometheus-client, also of the extra)
         from harness.serve.http import is_loopback
     except ImportError as exc:
         msg = f"harness serve needs the serve extra: pip install 'harness[serve]' ({exc})"
@@ -287,6 +349,64 @@ def add_command(
     out.print(key, markup=False, highlight=False)
     err.print(
         f"added a key for {user} to {file}; it is not shown again",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+KeysFileOpt = Annotated[
+    Path, typer.Option("--file", "-f", help="The key file.", callback=valid_path)
+]
+
+
+@keys_app.command("list")
+def list_command(
+    file: KeysFileOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The users of FILE's keys, with the first digits of each key's digest (never a key)."""
+    from harness.serve.keys import list_keys
+
+    with one_line_errors():
+        entries = list_keys(file)
+    if as_json:
+        records = [{"user": e.user, "digest": e.short} for e in entries]
+        out.print_json(json.dumps(records))
+        return
+    width = max((len(e.user) for e in entries), default=4)
+    for entry in entries:
+        out.print(f"{entry.user:<{width}}  {entry.short}", markup=False, highlight=False)
+    if not entries:
+        err.print(f"{file} holds no key", markup=False, highlight=False, soft_wrap=True)
+
+
+@keys_app.command("revoke")
+def revoke_command(
+    user: Annotated[str, typer.Argument(help="The user whose keys to remove.")],
+    file: KeysFileOpt,
+    digest_prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--digest",
+            metavar="PREFIX",
+            help="Only the key whose digest starts so (as 'harness keys list' shows it).",
+        ),
+    ] = None,
+) -> None:
+    """Remove USER's keys from FILE (or the one --digest names); a running server follows."""
+    from harness.serve.keys import revoke_keys
+
+    try:
+        with one_line_errors():
+            removed = revoke_keys(file, user, digest_prefix)
+    except LookupError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    shown = ", ".join(entry.short for entry in removed)
+    err.print(
+        f"revoked {len(removed)} key(s) of {user} in {file} ({shown}); a running server "
+        "refuses them within a second or two",
         markup=False,
         highlight=False,
         soft_wrap=True,

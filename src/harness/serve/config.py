@@ -10,9 +10,14 @@ from typing import Final
 from harness.errors import ConfigError
 from harness.serve.keys import ApiKeys
 
-__all__ = ["DEFAULT_SERVE", "ServeConfig", "host_name"]
+__all__ = ["DEFAULT_SERVE", "ServeConfig", "host_name", "web_origin"]
 
 _LABEL: Final = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+_WEB_ORIGIN: Final = re.compile(
+    r"(?P<scheme>[A-Za-z]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^/:?#\[\]@\\]+)"
+    r"(?::(?P<port>[0-9]{1,5}))?/?"
+)
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
 def host_name(value: str) -> str:
@@ -37,6 +42,40 @@ def host_name(value: str) -> str:
         )
         raise ValueError(msg)
     return name
+
+
+def web_origin(value: str) -> str:
+    """A web page's origin as a browser sends it in ``Origin``: ``scheme://host[:port]``.
+
+    Lowercase, the default port left out, an IPv6 address bracketed in its short form: the one
+    spelling a browser uses, which the server then compares byte for byte.
+
+    Raises:
+        ValueError: It is not an http or https origin (a path, a wildcard, userinfo, a port
+            out of range, ``null``).
+    """
+    shown = value[:80]
+    match = _WEB_ORIGIN.fullmatch(value.strip())
+    scheme = match["scheme"].lower() if match else ""
+    if match is None or scheme not in _DEFAULT_PORTS:
+        msg = (
+            f"{shown!r} is not a web origin: give scheme://host[:port], such as "
+            "https://app.example.com or http://localhost:3000 (no path, no wildcard)"
+        )
+        raise ValueError(msg)
+    try:
+        host = host_name(match["host"])
+    except ValueError:
+        msg = f"{shown!r} is not a web origin: its host is not a host name or an IP address"
+        raise ValueError(msg) from None
+    if ":" in host:
+        host = f"[{host}]"
+    port = match["port"]
+    if port is not None and not 0 < int(port) < 65536:
+        raise ValueError(f"{shown!r} is not a web origin: its port is out of range")
+    if port is None or int(port) == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{int(port)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +103,11 @@ class ServeConfig:
             127.0.0.0/8, ``[::1]``, on any port); anything else gets 421. None (the default)
             allows no others without keys, and every name with keys. A server reached by a
             name (behind a proxy, a tunnel, DNS) lists it; ``docs/serve.md`` says why.
+        cors_origins: Web origins (``https://app.example.com``) whose pages may call the
+            server from a browser: CORS answers them, and the request guard lets them through.
+            Every other page stays refused. Checked and normalized here (:func:`web_origin`).
+        metrics_open: ``GET /metrics`` answers without a key (for a scraper on a private
+            network); by default it needs any valid key on a keyed server.
     """
 
     keys: ApiKeys | None = None
@@ -77,8 +121,17 @@ class ServeConfig:
     ping_seconds: float = 15.0
     max_history: int = 1_000
     allowed_hosts: tuple[str, ...] | None = None
+    cors_origins: tuple[str, ...] = ()
+    metrics_open: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.cors_origins, str):
+            raise ConfigError("cors_origins is a tuple of origins, not one string")
+        try:
+            origins = tuple(dict.fromkeys(web_origin(origin) for origin in self.cors_origins))
+        except ValueError as exc:
+            raise ConfigError(f"CORS origin {exc}") from None
+        object.__setattr__(self, "cors_origins", origins)
         if self.allowed_hosts is None:
             return
         if isinstance(self.allowed_hosts, str):

@@ -47,7 +47,7 @@ _JSON: Final = re.compile(r"application/(?:json|[a-z0-9!#$&^_.+-]+\+json)")
 a page may send none of them to another origin without a preflight."""
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_HOST_FREE: Final = frozenset({"/healthz"})
+_HOST_FREE: Final = frozenset({"/healthz", "/health"})
 """Paths any Host may reach: a load balancer probes a backend by its address, and ``ok`` is
 all there is to read."""
 _SHOWN: Final = 80
@@ -106,21 +106,31 @@ class RequestGuard:
     """Refuses, before any route, a request a browser was made to send for another page.
 
     In order: a ``Host`` the server does not answer to (421 ``host_not_allowed``), an
-    ``Origin`` other than the server's own (403 ``origin_not_allowed``), a body that is not
-    declared JSON (415 ``unsupported_media_type``).
+    ``Origin`` other than the server's own or a listed one (403 ``origin_not_allowed``), a
+    body that is not declared JSON (415 ``unsupported_media_type``).
 
     Args:
         app: The application behind it.
         allowed_hosts: Host names or addresses a request may name besides the loopback ones
             (``localhost``, ``*.localhost``, 127.0.0.0/8, ``[::1]``), on any port; None lets
             every name through.
+        cors_origins: Other pages' origins let through (``ServeConfig.cors_origins``, in
+            :func:`~harness.serve.config.web_origin`'s spelling). An ``Origin`` must be one of
+            them byte for byte, as a browser sends it: CORS answers exactly those strings, so
+            a looser match here would run requests whose answers the page cannot read.
     """
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed_hosts: Iterable[str] | None,
+        cors_origins: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.hosts = (
             None if allowed_hosts is None else frozenset(host_name(h) for h in allowed_hosts)
         )
+        self.origins = frozenset(cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -141,10 +151,12 @@ class RequestGuard:
         if not self._host_allowed(authority, scope["path"]):
             return 421, "host_not_allowed", self._host_message(scope, hosts)
         origins = headers.get(b"origin", [])
-        if origins and not self._own_origin(origins, authority, scope["scheme"]):
+        listed = len(origins) == 1 and origins[0] in self.origins
+        if origins and not listed and not self._own_origin(origins, authority, scope["scheme"]):
             message = (
                 f"refused a request sent by the web page at {origins[0][:_SHOWN]!r}: this "
-                "server answers only its own page and clients that send no Origin header"
+                "server answers only its own page, the origins given with --cors-origin, and "
+                "clients that send no Origin header"
             )
             return 403, "origin_not_allowed", message
         types = headers.get(b"content-type", [])

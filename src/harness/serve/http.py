@@ -28,6 +28,7 @@ __all__ = [
     "caller",
     "error_response",
     "is_loopback",
+    "json_body",
     "read_body",
 ]
 
@@ -128,6 +129,39 @@ async def read_body(request: Request, model: type[ModelT], config: ServeConfig) 
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise RequestRefused(400, "invalid_request", f"{where}: {first['msg']}") from None
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """A route's ``openapi_extra`` that documents its JSON body as ``model``'s schema.
+
+    The routes read their bodies themselves (:func:`read_body`, within the limits), so FastAPI
+    sees no body to document. The schema is inlined (pydantic's ``$defs`` resolved in place):
+    a ``#/$defs/...`` reference would point into the OpenAPI document's root, where there are
+    none.
+    """
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _inlined(schema, definitions, ())}},
+        }
+    }
+
+
+def _inlined(value: Any, definitions: dict[str, Any], seen: tuple[str, ...]) -> Any:
+    if isinstance(value, list):
+        return [_inlined(item, definitions, seen) for item in value]
+    if not isinstance(value, dict):
+        return value
+    reference = value.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#/$defs/"):
+        name = reference.removeprefix("#/$defs/")
+        rest = {k: _inlined(v, definitions, seen) for k, v in value.items() if k != "$ref"}
+        if name in seen or name not in definitions:  # a recursive model: left open
+            return {"type": "object", **rest}
+        return {**_inlined(definitions[name], definitions, (*seen, name)), **rest}
+    return {key: _inlined(item, definitions, seen) for key, item in value.items()}
 
 
 class HeaderLimit:

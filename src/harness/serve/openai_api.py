@@ -89,10 +89,23 @@ def openai_router(state: ServeState) -> APIRouter:
     router = APIRouter()
     name = state.turns.agent.name
 
+    # The one model object: the agent, "created" when this server started serving it.
+    entry = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "harness"}
+
     @router.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
         state.authenticate(request)
-        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "harness"}]}
+        return {"object": "list", "data": [entry]}
+
+    @router.get("/v1/models/{model_id:path}")
+    async def model(model_id: str, request: Request) -> dict[str, Any]:
+        """The agent's model object (``client.models.retrieve``); 404 for any other id."""
+        state.authenticate(request)
+        if model_id != name:
+            raise RequestRefused(
+                404, "model_not_found", f"no agent {model_id!r} here; this server serves {name!r}"
+            )
+        return entry
 
     @router.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Response:
