@@ -39,6 +39,11 @@ whichever package raises it, so one ``except`` on this tree catches what Harness
 
 from __future__ import annotations
 
+import functools
+import shlex
+import sys
+from pathlib import Path
+
 __all__ = [
     "AgentInterrupted",
     "ApprovalConflict",
@@ -64,6 +69,36 @@ __all__ = [
     "UnusableFile",
     "WorkspaceError",
 ]
+
+
+def install_hint(extra: str, *pip_options: str) -> str:
+    """The command that installs Harness's optional ``extra``, for the error that needs it.
+
+    Never a PyPI install of ``harness[extra]``: the package called harness on PyPI is another
+    project, and Harness is installed from its checkout. When this code runs from a checkout
+    (an editable install), the command names it and this interpreter's pip, ready to paste;
+    otherwise it says to run pip in the checkout. Not in ``__all__``: the tree of classes is
+    this module's public surface; the packages with an extra share this one line.
+    """
+    options = "".join(f"{option} " for option in pip_options)
+    checkout = source_checkout()
+    if checkout is None:
+        return (
+            f"pip install {options}-e '.[{extra}]' in the Harness checkout (not from PyPI: "
+            "the package named harness there is another project)"
+        )
+    target = shlex.quote(f"{checkout}[{extra}]")
+    return f"{shlex.quote(sys.executable)} -m pip install {options}-e {target}"
+
+
+@functools.cache
+def source_checkout() -> Path | None:
+    """The Harness checkout this code runs from (``src/harness`` in it), or None.
+
+    Once per process: a stat, when the first hint is made (at import, for most).
+    """
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 class HarnessError(Exception):

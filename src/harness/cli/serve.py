@@ -43,7 +43,7 @@ from harness.cli._common import (
     valid_text,
 )
 from harness.cli._output import err, out, setup_logging
-from harness.errors import ConfigError
+from harness.errors import ConfigError, install_hint
 
 if TYPE_CHECKING:
     from harness.cli.main import AgentOptions  # main imports this module
@@ -295,7 +295,7 @@ def _checked(options: ServeOptions, host: str) -> Any:
         import harness.serve.metrics  # noqa: F401  (prometheus-client, also of the extra)
         from harness.serve.http import is_loopback
     except ImportError as exc:
-        msg = f"harness serve needs the serve extra: pip install 'harness[serve]' ({exc})"
+        msg = f"harness serve needs the serve extra: {install_hint('serve')} ({exc})"
         raise ConfigError(msg) from None
     app = _app(options)
     keyless = not options.keys and not os.environ.get("HARNESS_API_KEYS", "").strip()

@@ -3,7 +3,7 @@
 Servers are configured in code (:class:`MCPServerConfig`) or in the operator's ``tools.json``
 (:func:`parse_tools_json` documents the format), started by :class:`MCPToolset`, and wired into
 an agent by :class:`MCPHook`. Importing this package does not import the optional ``mcp`` SDK;
-starting a server does, and without it says ``pip install 'harness[mcp]'``.
+starting a server does, and without it says how to install the ``mcp`` extra.
 """
 
 from harness.errors import MCPServerUnavailable, MCPToolError

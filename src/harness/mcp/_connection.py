@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from harness.errors import ConfigError, MCPServerUnavailable, MCPToolError
+from harness.errors import ConfigError, MCPServerUnavailable, MCPToolError, install_hint
 from harness.mcp.config import MCPServerConfig
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ __all__ = ["MCPConnection", "MCPServerUnavailable", "MCPToolError", "import_sdk"
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT: Final = "pip install 'harness[mcp]'"
+INSTALL_HINT: Final = install_hint("mcp")
 MAX_TOOL_PAGES: Final = 100
 """Pages of ``tools/list`` read at most, so a server that paginates forever cannot hang startup."""
 STDERR_TAIL_LINES: Final = 5

@@ -7,7 +7,7 @@ thrown away for a low similarity score.
 
 Any object with ``dimensions`` and ``embed`` is an embedder; tests use small deterministic ones.
 :class:`SentenceTransformerEmbedder` runs a ``sentence-transformers`` model in-process and needs
-the ``embeddings`` extra (``pip install 'harness[embeddings]'``).
+the ``embeddings`` extra (``pip install -e '.[embeddings]'`` in the Harness checkout).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import importlib
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, install_hint
 
 __all__ = ["DEFAULT_MODEL", "INSTALL_HINT", "Embedder", "SentenceTransformerEmbedder"]
 
 DEFAULT_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2"
 """A small (384-dimension) general-purpose English model."""
 
-INSTALL_HINT: Final = "pip install 'harness[embeddings]'"
+INSTALL_HINT: Final = install_hint("embeddings")
 """How to get the optional embedding dependencies."""
 
 

@@ -74,7 +74,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
+from harness.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ModelError,
+    RateLimitError,
+    install_hint,
+)
 from harness.kernel import (
     CACHE_PREFIX_BLOCKS,
     ChatChunk,
@@ -169,7 +175,7 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         try:
             import anthropic
         except ImportError as exc:
-            msg = "the Anthropic SDK is not installed: pip install 'harness[anthropic]'"
+            msg = f"the Anthropic SDK is not installed: {install_hint('anthropic')}"
             raise ConfigError(msg) from exc
         super().__init__(
             model,

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from harness.errors import ConfigError, ContextOverflowError, ModelError
+from harness.errors import ConfigError, ContextOverflowError, ModelError, install_hint
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
@@ -80,8 +80,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INSTALL_COMMAND: Final = (
-    "./scripts/install-local in a checkout, else "
-    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --no-cache-dir 'harness[local]'"
+    "./scripts/install-local in the Harness checkout, else "
+    f"CMAKE_ARGS=-DGGML_NATIVE=OFF {install_hint('local', '--no-cache-dir')}"
 )
 """What installs llama-cpp-python, compiled portably, and the bundled weights (minutes)."""
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from harness.context import RuntimeContext
-from harness.errors import ConfigError
+from harness.errors import ConfigError, install_hint
 from harness.kernel import ToolResultBlock, ToolUseBlock, Usage
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ INSTRUMENTATION_NAME: Final = "harness"
 
 OTEL_MISSING: Final = (
     "OpenTelemetry is not installed, so the agent trace cannot emit spans; "
-    "run pip install 'harness[otel]' or pass otel=False"
+    f"run {install_hint('otel')} or pass otel=False"
 )
 
 

@@ -13,7 +13,13 @@ import httpx2
 import pytest
 
 from _servers import AnthropicServer, Reply, running
-from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
+from harness.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ModelError,
+    RateLimitError,
+    install_hint,
+)
 from harness.kernel import (
     CACHE_PREFIX_BLOCKS,
     ChatChunk,
@@ -562,9 +568,8 @@ def test_a_missing_sdk_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ConfigError) as caught:
         AnthropicChatModel("claude-test", api_key="k")
 
-    assert str(caught.value) == (
-        "the Anthropic SDK is not installed: pip install 'harness[anthropic]'"
-    )
+    hint = install_hint("anthropic")
+    assert str(caught.value) == f"the Anthropic SDK is not installed: {hint}"
 
 
 # -- the error table ------------------------------------------------------------------------
