@@ -83,7 +83,7 @@ from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.provenance import Provenance, TurnTrust
 from harness.memory.transcript import TranscriptWriter
 from harness.models import resolve_model
-from harness.observability import record
+from harness.observability import record, trace_path
 from harness.options import DEFAULT_AGENT_NAME, AgentOptions
 from harness.session import CompactionLog, SessionFsync, SessionStore
 from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
@@ -100,7 +100,7 @@ from harness.subagents import (
     waiting_approvals,
 )
 from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
-from harness.workspace import WorkspaceManager, safe_segment
+from harness.workspace import WorkspaceManager, safe_segment, scoped
 
 __all__ = ["DEFAULT_AGENT_NAME", "FlushObserver", "HarnessAgent", "default_workspace"]
 
@@ -378,6 +378,30 @@ class HarnessAgent:
         if self.approvals is None:
             return []
         return await waiting_approvals(self.approvals, self.sessions, self.tasks, self._bind(ctx))
+
+    async def delete_session(self, ctx: RuntimeContext | None = None) -> bool:
+        """Delete the context's session: its conversation, transcript, trace and records.
+
+        Holds the session's lease, so no call of any process is in it meanwhile (one that
+        runs makes this wait up to ``session_wait`` s, then raise
+        :class:`~harness.errors.SessionBusy`). What memory already kept from the session
+        stays: it is the user's, reviewed and deleted as memory is. Returns whether the
+        session had a saved directory.
+        """
+        ctx = self._bind(ctx)
+        assert ctx.session_id is not None
+        async with self._session_lock(ctx), self._lease(ctx):
+            directory = self.sessions.directory(ctx)
+            saved = [info.path for info in await self.workspace.list_own(directory)]
+            paths = [
+                *saved,
+                TranscriptWriter(self.workspace, self.name).transcript_path(ctx),
+                scoped(trace_path(self.name, ctx.session_id), ctx.user_id),
+                scoped(self.compactions.path(ctx.session_id), ctx.user_id),
+            ]
+            for path in paths:
+                await self.workspace.delete(path)
+            return bool(saved)
 
     async def resume(
         self,

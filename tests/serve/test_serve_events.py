@@ -162,6 +162,7 @@ async def test_a_quiet_turn_sends_pings_and_a_client_that_leaves_stops_it(
     async with http(server) as api:
         async with api.stream("POST", "/v1/sessions/s4/turns", json={"input": "slow one"}) as reply:
             lines = reply.aiter_lines()
+            assert (await anext(lines)).startswith("id: ")  # the event's id comes first
             assert await anext(lines) == "event: turn.started"
             seen = [await anext(lines) for _ in range(4)]
             assert ": ping" in seen  # the model is silent for 3 s; the stream is not

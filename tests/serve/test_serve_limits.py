@@ -123,6 +123,7 @@ async def test_a_second_turn_on_a_busy_session_gets_409_and_others_are_not_held_
     async with http(server) as api:
         async with api.stream("POST", "/v1/sessions/busy/turns", json={"input": "slow"}) as first:
             lines = first.aiter_lines()
+            assert (await anext(lines)).startswith("id: ")  # the event's id comes first
             assert await anext(lines) == "event: turn.started"
             second = await api.post("/v1/sessions/busy/turns", json={"input": "again"})
             message = refused(second, 409, "session_busy")

@@ -71,6 +71,7 @@ async def test_two_server_processes_on_one_redis_share_sessions_one_turn_at_a_ti
             ) as running,
         ):
             lines = running.aiter_lines()
+            assert (await anext(lines)).startswith("id: ")  # the event's id comes first
             assert await anext(lines) == "event: turn.started"
             async with httpx2.AsyncClient(base_url=b, timeout=20) as on_b:
                 busy = await on_b.post(
@@ -94,6 +95,7 @@ async def test_sigterm_lets_the_turn_in_flight_finish_and_save(tmp_path: Path) -
             api.stream("POST", "/v1/sessions/s1/turns", json={"input": "slow work"}) as running,
         ):
             lines = running.aiter_lines()
+            assert (await anext(lines)).startswith("id: ")  # the event's id comes first
             assert await anext(lines) == "event: turn.started"
             process.send_signal(signal.SIGTERM)
             rest = list(sse_events(iter([line + "\n" async for line in lines])))
@@ -130,6 +132,7 @@ async def test_sigterm_past_the_grace_stops_the_turn_and_keeps_its_question(
             api.stream("POST", "/v1/sessions/s1/turns", json={"input": "slow work"}) as running,
         ):
             lines = running.aiter_lines()
+            assert (await anext(lines)).startswith("id: ")  # the event's id comes first
             assert await anext(lines) == "event: turn.started"
             process.send_signal(signal.SIGTERM)
             with contextlib.suppress(httpx2.HTTPError):

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
 
 from harness.approvals import DecisionKind, ReviewerDecision
 from harness.context import RuntimeContext
@@ -24,9 +25,11 @@ from harness.memory.provenance import Decision
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
-from harness.serve.state import ServeState, TurnStream, stream_turn
+from harness.serve.state import IdentifiedEvent, ServeState, stream_turn
+from harness.serve.turn_log import parse_event_id
+from harness.session.catalogue import SessionCatalogue
 from harness.subagents import TaskRecord, TaskRepository
-from harness.workspace import safe_segment, saved_sessions_dir, user_prefix
+from harness.workspace import user_prefix
 
 __all__ = ["native_router"]
 
@@ -34,6 +37,13 @@ __all__ = ["native_router"]
 class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input: str
+    detach: bool = False
+    """The turn goes on when the client leaves; ``GET .../events`` picks it up again."""
+
+
+class RenameRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(max_length=2_000)
 
 
 class DecisionBody(BaseModel):
@@ -56,6 +66,7 @@ class ReviewRequest(BaseModel):
 def native_router(state: ServeState) -> APIRouter:
     router = APIRouter(prefix="/v1")
     agent = state.turns.agent
+    catalogue = SessionCatalogue(agent.workspace, agent.name)
 
     @router.post("/sessions/{session_id}/turns", response_model=None)
     async def start_turn(session_id: str, request: Request) -> Response:
@@ -64,7 +75,30 @@ def native_router(state: ServeState) -> APIRouter:
         body = await read_body(request, TurnRequest, state.config)
         text = state.checked_input(body.input)
         await state.refuse_while_waiting(ctx)
-        return _streamed(await stream_turn(state.turns, ctx, text), state)
+        turn = await stream_turn(state.turns, ctx, text, detach=body.detach)
+        return _streamed(turn.identified(state.config.ping_seconds), state, turn.closing())
+
+    @router.get("/sessions/{session_id}/events", response_model=None)
+    async def reattach(
+        session_id: str, request: Request, after: str | None = None
+    ) -> StreamingResponse:
+        """The session's latest turn again: what it streamed after ``Last-Event-ID``, then on.
+
+        From any worker: the turn's own process reads its events in memory, another reads the
+        session's turn log (:mod:`harness.serve.turn_log`). Without an id, from its start.
+        """
+        ctx = _ctx(request, session_id)
+        since = parse_event_id(request.headers.get("last-event-id") or after)
+        events = await state.reattach(ctx, since)
+        if events is None:
+            raise _not_found("turn of session", session_id, code="no_turn")
+        return _streamed(events, state, None)
+
+    @router.post("/sessions/{session_id}/cancel")
+    async def cancel_turn(session_id: str, request: Request) -> dict[str, Any]:
+        """Stop the session's running turn, in this worker or another (within a second)."""
+        ctx = _ctx(request, session_id)
+        return {"session_id": session_id, "cancelled": await state.cancel(ctx)}
 
     @router.get("/sessions/{session_id}/approvals")
     async def approvals(session_id: str, request: Request) -> dict[str, Any]:
@@ -94,13 +128,17 @@ def native_router(state: ServeState) -> APIRouter:
             raise RequestRefused(400, "invalid_decision", str(exc)) from None
         if tasks.keys() == given.keys():  # background tasks go on; no turn of the session waits
             return JSONResponse({"tasks": tasks}, status_code=202)
-        return _streamed(await stream_turn(state.turns, ctx, None), state)
+        turn = await stream_turn(state.turns, ctx, None)
+        return _streamed(turn.identified(state.config.ping_seconds), state, turn.closing())
 
     @router.get("/sessions")
-    async def sessions(request: Request) -> dict[str, Any]:
+    async def sessions(
+        request: Request, limit: Annotated[int, Query(ge=1, le=1_000)] = 100
+    ) -> dict[str, Any]:
+        """The caller's sessions, most recently active first, with their titles."""
         user = state.authenticate(request)
-        names = await agent.workspace.list_dirs(saved_sessions_dir(agent.name, user))
-        return {"data": [{"id": name} for name in names if _client_id(name)]}
+        infos = await catalogue.list(user, limit=limit)
+        return {"data": [info.as_dict() for info in infos]}
 
     @router.get("/sessions/{session_id}")
     async def history(session_id: str, request: Request) -> dict[str, Any]:
@@ -111,9 +149,30 @@ def native_router(state: ServeState) -> APIRouter:
         shown = messages[-state.config.max_history :]
         return {
             "session_id": session_id,
+            "title": await catalogue.title(session_id, ctx.user_id),
+            "running": await state.running(ctx),
             "total": len(messages),
             "messages": [message_json(m) for m in shown],
         }
+
+    @router.patch("/sessions/{session_id}")
+    async def rename(session_id: str, request: Request) -> dict[str, Any]:
+        """Title the session (a blank title goes back to the head of its first message)."""
+        ctx = _ctx(request, session_id)
+        body = await read_body(request, RenameRequest, state.config)
+        try:
+            info = await catalogue.rename(session_id, ctx.user_id, body.title)
+        except KeyError:
+            raise _not_found("session", session_id) from None
+        return info.as_dict()
+
+    @router.delete("/sessions/{session_id}")
+    async def delete(session_id: str, request: Request) -> dict[str, Any]:
+        """Delete the session; 409 ``session_busy`` while a turn runs on it."""
+        ctx = _ctx(request, session_id)
+        if not await state.delete(ctx):
+            raise _not_found("session", session_id)
+        return {"id": session_id, "deleted": True}
 
     @router.get("/sessions/{session_id}/trace")
     async def trace(session_id: str, request: Request) -> dict[str, Any]:
@@ -220,14 +279,6 @@ def native_router(state: ServeState) -> APIRouter:
     return router
 
 
-def _client_id(name: str) -> bool:
-    """Whether a session directory's name is an id a client can have used."""
-    try:
-        return bool(name) and safe_segment(name) == name
-    except ValueError:
-        return False
-
-
 def _not_found(what: str, name: str, *, code: str | None = None) -> RequestRefused:
     return RequestRefused(
         404, code or f"{what.split()[0]}_not_found", f"no {what} {name[:80]!r} for this user"
@@ -242,16 +293,24 @@ def _task_json(record: TaskRecord, result: str | None = None) -> dict[str, Any]:
     return data
 
 
-def _streamed(turn: TurnStream, state: ServeState) -> StreamingResponse:
+def _streamed(
+    events: AsyncIterator[IdentifiedEvent | None],
+    state: ServeState,
+    background: BackgroundTask | None,
+) -> StreamingResponse:
     return StreamingResponse(
-        _sse(turn, state.config.ping_seconds),
+        _sse(events),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        background=turn.closing(),
+        background=background,
     )
 
 
-async def _sse(turn: TurnStream, ping_seconds: float) -> AsyncIterator[bytes]:
-    """The turn's events as SSE, with a comment line after each ``ping_seconds`` of silence."""
-    async for event in turn.events(ping_seconds):
-        yield b": ping\n\n" if event is None else encode_sse(*event)
+async def _sse(events: AsyncIterator[IdentifiedEvent | None]) -> AsyncIterator[bytes]:
+    """The turn's events as SSE with their ids; a comment line for each None (a ping)."""
+    async for event in events:
+        if event is None:
+            yield b": ping\n\n"
+        else:
+            ident, name, data = event
+            yield encode_sse(name, data, ident=ident)

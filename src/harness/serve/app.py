@@ -63,6 +63,7 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
                 else await stack.enter_async_context(agent())
             )
             state = ServeState(Turns(served, config), config)
+            stack.push_async_callback(state.turns.aclose)  # before the agent closes
             app.include_router(openai_router(state))
             app.include_router(responses_router(state))
             app.include_router(native_router(state))

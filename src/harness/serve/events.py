@@ -97,8 +97,10 @@ def event_of(item: StreamItem) -> tuple[str, Mapping[str, Any]]:
     return "turn.completed", {"message": message_json(item.message)}
 
 
-def encode_sse(name: str | None, data: Mapping[str, Any] | str) -> bytes:
-    """One server-sent event: ``event:`` (when named) and one ``data:`` line of JSON."""
+def encode_sse(
+    name: str | None, data: Mapping[str, Any] | str, *, ident: str | None = None
+) -> bytes:
+    """One server-sent event: ``id:`` and ``event:`` when given, one ``data:`` line of JSON."""
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    head = f"event: {name}\n" if name else ""
+    head = (f"id: {ident}\n" if ident else "") + (f"event: {name}\n" if name else "")
     return f"{head}data: {payload}\n\n".encode()

@@ -11,7 +11,8 @@ Any OpenAI client can talk to the agent. What differs from a plain model, and wh
 - System and developer messages of the request are ignored: the agent's instructions are the
   operator's (its prompt, AGENTS.md), not the caller's.
 - Tools run inside the harness; the client sees the answer. Streamed, it sees the text as it
-  comes (the text of every step, the final answer last).
+  comes (the text of every step, the final answer last), and each tool's start and end as a
+  chunk with an empty delta and a :data:`TOOL_ACTIVITY` field, which standard clients skip.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -31,9 +32,19 @@ from harness.serve.http import read_body
 from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
 from harness.serve.turns import failure_status
 
-__all__ = ["SESSION_HEADER", "openai_router"]
+__all__ = ["SESSION_HEADER", "TOOL_ACTIVITY", "openai_router"]
 
 SESSION_HEADER = "X-Harness-Session"
+
+TOOL_ACTIVITY: Final = "harness_tool"
+"""The field of a streamed chunk that carries a tool's start or end.
+
+Such a chunk is otherwise an ordinary chunk with an empty delta, so a standard client (the
+``openai`` SDK, LangChain) reads no text from it and goes on; one that wants the activity
+reads the field (``chunk.model_extra["harness_tool"]`` in the SDK).
+"""
+
+_TOOL_EVENTS: Final = frozenset({"tool.started", "tool.finished"})
 
 
 class _ChatMessage(BaseModel):
@@ -182,6 +193,8 @@ class _Completion:
             name, data = event
             if name == "text.delta":
                 yield encode_sse(None, self._chunk({"content": data["text"]}))
+            elif name in _TOOL_EVENTS:
+                yield encode_sse(None, {**self._chunk({}), TOOL_ACTIVITY: {"type": name, **data}})
             elif name == "step.completed":
                 self._count(dict(data))
             elif name == "error":

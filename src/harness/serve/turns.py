@@ -32,16 +32,19 @@ import dataclasses
 import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
-from harness.errors import ApprovalsPending, CallPaused, HarnessError
+from harness.errors import ApprovalsPending, CallPaused, HarnessError, SessionBusy
 from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
 from harness.serve.events import event_of
 from harness.session.keys import session_key
 from harness.workspace import user_prefix
+
+if TYPE_CHECKING:
+    from harness.serve.state import TurnStream
 
 __all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id", "failure_status"]
 
@@ -76,14 +79,39 @@ class Turns:
         # each flush with the context of the call it flushed, which carries the turn's id.
         self._flushes: dict[str, list[TurnEvent]] = {}
         agent.flush_observers.append(self._flushed)
+        self.live: dict[str, TurnStream] = {}
+        """The turns this process runs, by session directory: what a reconnect reads first."""
+
+    async def aclose(self) -> None:
+        """Stop the turns still running (detached ones whose clients left) and wait for them."""
+        for turn in list(self.live.values()):
+            turn.stop()
+        for turn in list(self.live.values()):
+            await turn.wait()
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
         return RuntimeContext(user_id=user_id, session_id=check_session_id(session_id))
 
-    def _gate(self, ctx: RuntimeContext) -> contextlib.AbstractAsyncContextManager[None]:
+    def gate(
+        self, ctx: RuntimeContext, wait: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """The session's turn gate: held by its running turn, in whichever worker runs it.
+
+        Raises:
+            SessionBusy: On entry, when another holder kept it for ``wait`` seconds (the
+                configured ``session_wait`` by default).
+        """
         # Its own key, beside the one the agent's call holds inside it: the two never meet.
         key = f"serve/{self.agent.sessions.directory(ctx)}"
-        return self.agent.leases.hold(key, wait=self.config.session_wait)
+        return self.agent.leases.hold(key, wait=self.config.session_wait if wait is None else wait)
+
+    async def busy(self, ctx: RuntimeContext) -> bool:
+        """Whether a turn holds the session's gate now, in this process or another."""
+        try:
+            async with self.gate(ctx, wait=0):
+                return False
+        except SessionBusy:
+            return True
 
     async def run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events, ``turn.started`` first, then the agent's, then how it ended.
@@ -106,7 +134,7 @@ class Turns:
     async def _run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
         reply: TurnEvent | None = None
         completed = False
-        async with self._gate(ctx):
+        async with self.gate(ctx):
             yield "turn.started", {"session_id": ctx.session_id}
             deadline = asyncio.timeout(self.config.turn_timeout)
             try:
