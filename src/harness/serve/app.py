@@ -30,7 +30,13 @@ from harness.agent import HarnessAgent
 from harness.errors import HarnessError, RequestRefused
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve import metrics
-from harness.serve.api import DecisionsRequest, ReviewRequest, TurnRequest, native_router
+from harness.serve.api import (
+    DecisionsRequest,
+    RenameRequest,
+    ReviewRequest,
+    TurnRequest,
+    native_router,
+)
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, json_body
@@ -189,6 +195,7 @@ _BODIES: Final[dict[tuple[str, str], type[BaseModel]]] = {
     ("POST", "/v1/responses"): ResponsesRequest,
     ("POST", "/v1/sessions/{session_id}/turns"): TurnRequest,
     ("POST", "/v1/sessions/{session_id}/approvals"): DecisionsRequest,
+    ("PATCH", "/v1/sessions/{session_id}"): RenameRequest,
     ("POST", "/v1/memory/review/{entry_id}"): ReviewRequest,
 }
 """The JSON body each route reads (by ``read_body``), for the OpenAPI schema."""
