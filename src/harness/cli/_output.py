@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
+from collections.abc import Iterator
 
 from rich.console import Console
 
-__all__ = ["err", "out", "setup_logging"]
+__all__ = ["err", "out", "prompt_shown", "setup_logging"]
 
 out = Console()
 """Results: replies, tables, JSON."""
@@ -35,13 +38,57 @@ class _OneLine(logging.Formatter):
         return line
 
 
+class _Prompt:
+    """The prompt drawn on stderr that waits for a line, if any (see :func:`prompt_shown`)."""
+
+    lock = threading.RLock()
+    text: str | None = None
+    markup = True
+
+
+@contextlib.contextmanager
+def prompt_shown(prompt: str, *, markup: bool = True) -> Iterator[None]:
+    """Draw ``prompt`` on stderr, and keep log lines off it while the block waits for input.
+
+    Background work (the memory flush of the turn just answered, an index catch-up) logs while
+    the prompt waits; written as it came, a warning continued the prompt's line and the text
+    typed next went after it. Meanwhile a record goes out on a line of its own, below the
+    prompt, and the prompt is drawn again under it.
+    """
+    with _Prompt.lock:
+        err.print(prompt, end="", markup=markup, highlight=False)
+        _Prompt.text, _Prompt.markup = prompt, markup
+    try:
+        yield
+    finally:
+        with _Prompt.lock:
+            _Prompt.text = None
+
+
+class _LogLines(logging.Handler):
+    """Writes each record as one line to stderr, below a prompt that waits (never into it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            with _Prompt.lock:
+                stream = sys.stderr  # as the consoles do: the stderr of the moment
+                prompt = _Prompt.text
+                stream.write(("\n" if prompt is not None else "") + line + "\n")
+                stream.flush()
+                if prompt is not None:
+                    err.print(prompt, end="", markup=_Prompt.markup, highlight=False)
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging(verbose: bool) -> None:
     """Warnings always reach stderr; ``--verbose`` adds the agent trace and other INFO lines.
 
     Log records are written as plain lines (not wrapped to the terminal), one per event, so the
     trace can be read by a person and by ``grep`` alike.
     """
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LogLines()
     handler.setFormatter(_OneLine("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("harness")
     root.handlers[:] = [handler]

@@ -46,7 +46,7 @@ from harness.cli._common import (
     text_problem,
     valid_path,
 )
-from harness.cli._output import err, out, setup_logging
+from harness.cli._output import err, out, prompt_shown, setup_logging
 from harness.cli.approvals import approvals_app
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
@@ -249,8 +249,8 @@ async def _chat(
         )
         while True:
             try:
-                err.print("[bold green]you>[/bold green] ", end="")
-                line = await lines.next()
+                with prompt_shown("[bold green]you>[/bold green] "):
+                    line = await lines.next()
             except EOFError:
                 err.print()
                 break
@@ -366,10 +366,10 @@ async def _ask(request: dict[str, Any], lines: _Lines) -> ReviewerDecision:
         markup=False,
         highlight=False,
     )
-    err.print("approve? [y/N] ", end="", **_PLAIN)
     try:
-        async with asyncio.timeout(CHAT_APPROVAL_TIMEOUT):
-            answer = await lines.next()
+        with prompt_shown("approve? [y/N] ", markup=False):
+            async with asyncio.timeout(CHAT_APPROVAL_TIMEOUT):
+                answer = await lines.next()
     except (TimeoutError, EOFError):
         err.print("\nno answer: rejected", **_PLAIN)
         return ReviewerDecision("reject", message="nobody answered in time")
