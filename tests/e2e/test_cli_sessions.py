@@ -143,3 +143,20 @@ def test_list_of_no_sessions_says_so(workspace: Path) -> None:
     assert "No saved sessions" in stderr
     _, as_json, _ = invoke("sessions", "list", "-w", str(workspace), "--json")
     assert json.loads(as_json) == []
+
+
+def test_rename_titles_a_session_as_the_listing_shows_it(workspace: Path) -> None:
+    save(workspace, "notes", CONVERSATION)
+    code, stdout, _ = invoke("sessions", "rename", "notes", "Launch\nplans", "-w", str(workspace))
+    assert code == 0, stdout
+    assert "'Launch plans'" in stdout
+    code, stdout, _ = invoke("sessions", "list", "--json", "-w", str(workspace))
+    assert [s["title"] for s in json.loads(stdout)] == ["Launch plans"]
+
+    code, stdout, _ = invoke("sessions", "rename", "notes", "", "-w", str(workspace))
+    assert code == 0
+    assert "'What is in notes.md?'" in stdout  # back to the head of its first message
+
+    code, _, stderr = invoke("sessions", "rename", "nots", "x", "-w", str(workspace))
+    assert code == 1
+    assert "no saved session 'nots'" in stderr

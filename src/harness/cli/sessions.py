@@ -177,6 +177,32 @@ def show_command(
     out.print(table)
 
 
+@sessions_app.command("rename")
+def rename_command(
+    session: SessionArg,
+    title: Annotated[str, typer.Argument(help="The new title; '' goes back to the automatic one.")],
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = DEFAULT_AGENT_NAME,
+) -> None:
+    """Title a session, as the web page's rename does (its listing shows the title)."""
+
+    async def _rename() -> tuple[bool, str | None]:
+        async with opened_workspace(workspace, store) as manager:
+            try:
+                info = await SessionCatalogue(manager, agent).rename(session, user, title)
+            except KeyError:
+                return False, None
+        return True, info.title
+
+    found, renamed = run_async(_rename())
+    if not found:
+        err.print(f"error: {_missing(session, workspace, user, agent)}", **PLAIN)
+        raise typer.Exit(1)
+    out.print(f"Session {session} is titled {renamed!r}.", **PLAIN)
+
+
 def _missing(session: str, workspace: Path | None, user: str | None, agent: str) -> str:
     """The one line for a session that is not there, with the command that lists the others."""
     where = "" if workspace is None else f" --workspace {shlex.quote(str(workspace))}"
