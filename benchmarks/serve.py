@@ -1,10 +1,10 @@
 """What serving an agent over HTTP costs, against calling the same agent in-process, in one run.
 
-The served agent runs under uvicorn in a process of its own (this script started again with
-``--worker``), built as the in-process one is: a HarnessAgent on a fresh workspace, memory
-off, answering from a scripted model that replies at once with the same short text and no
-tool call. So the figures are the server's and the client's own cost: HTTP, JSON, SSE framing,
-the session gate, the response, the client's parsing.
+In parts 1 and 2 the served agent runs under uvicorn in a process of its own (this script
+started again with ``--worker``), built as the in-process one is: a HarnessAgent on a fresh
+workspace, memory off, answering from a scripted model that replies at once with the same short
+text and no tool call. So the figures are the server's and the client's own cost: HTTP, JSON,
+SSE framing, the session gate, the response, the client's parsing.
 
 1. **Throughput.** N clients at once (1, 10, 50), each on a session of its own, each sending
    its turns one after another; turns per second over a round, median of the rounds. Through
@@ -16,8 +16,22 @@ the session gate, the response, the client's parsing.
    client sees it (request sent to the body read) against an in-process ``HarnessAgent.call``
    of the same scripted turn on a session of the same length. The three kinds alternate turn by
    turn, so a noisy machine slows them alike; medians, served minus in-process = overhead.
+3. **What the SDK clients get from a default server.** ``harness serve`` started as an operator
+   would, in a process of its own, with its defaults: memory on (so after each turn the agent
+   flushes it, asking the model, and may consolidate), no keys on loopback, one request log
+   line per request. The script answers the user's turns with the same short text and the
+   flush (and consolidation) with ``NO_REPLY``, nothing to keep. One client, one turn at a
+   time, each kind on sessions of its own, the kinds alternating turn by turn, each request
+   holding only the new user message: the ``openai`` SDK's ``AsyncOpenAI``
+   ``chat.completions.create`` whole and streamed (to the last chunk, and to the first text
+   chunk), its ``responses.create``, and LangChain's ``ChatOpenAI.ainvoke``. Baseline:
+   ``HarnessAgent.call`` in this process, built as ``harness serve`` builds its agent
+   (``opened_agent``, memory on) on a workspace of its own. After every turn an untimed pause
+   lets the turn's background memory work finish before the next turn starts, as a person's
+   reading time would: the in-process agent is waited for (``MemoryMaintenance.settled``), the
+   server is given ``--pause`` seconds.
 
-    .venv/bin/python benchmarks/serve.py [--quick] [--rounds 3] [--turns 200]
+    .venv/bin/python benchmarks/serve.py [--quick] [--part 3] [--rounds 3] [--turns 200]
 """
 
 from __future__ import annotations
@@ -39,18 +53,44 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import openai
+from langchain_openai import ChatOpenAI
 
 from harness import HarnessAgent, RuntimeContext
+from harness.cli.main import AgentOptions, opened_agent
 from harness.models import ScriptedChatModel
 
 REPLY = "Noted, thank you."
 SCRIPT: dict[str, Any] = {"turns": [{"text": REPLY, "repeat": True}]}
+MEMORY_SCRIPT: dict[str, Any] = {
+    "turns": [  # the harness's own requests first (docs/model-scripts.md), then the user's turns
+        {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
+        # Not asked here (a flush that keeps nothing leaves no daily-log entry to merge); if
+        # it were, NO_REPLY leaves MEMORY.md as it was.
+        {"match": "New daily log entries to merge", "text": "NO_REPLY", "repeat": True},
+        {"text": REPLY, "repeat": True},
+    ]
+}
 CLIENTS = (1, 10, 50)
 LABELS = {"SSE": "served, SSE turns endpoint", "chat": "served, chat/completions"}
 MIN_TURNS_PER_CLIENT = 5  # every client of a round sends at least this many turns
 
 Turn = Callable[[str, str], Awaitable[None]]
 """Runs one turn: (session id, input text)."""
+
+SessionTurn = Callable[[str], Awaitable[None]]
+"""Runs one turn of a session opened before: (input text)."""
+
+Opener = Callable[[str], SessionTurn]
+"""A client on the session of this id (part 3): what runs its turns."""
+
+CLIENT_LABELS = {
+    "chat": "openai chat.completions.create",
+    "stream": "  the same streamed, to the last chunk",
+    "first": "  the same streamed, to the 1st text chunk",
+    "responses": "openai responses.create",
+    "langchain": "LangChain ChatOpenAI.ainvoke (chat)",
+}
 
 
 # -- the server: this script again, in a process of its own ---------------------------------------
@@ -104,11 +144,36 @@ def server(workspace: Path, script: Path, log: Path) -> Iterator[str]:
         "--script",
         str(script),
     ]
+    with running(command, port, log) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def harness_serve(workspace: Path, script: Path, log: Path) -> Iterator[str]:
+    """``harness serve`` with its defaults on ``workspace``, as an operator starts it (part 3)."""
+    port = free_port()
+    command = [
+        str(Path(sys.executable).with_name("harness")),
+        "serve",
+        "--model",
+        f"scripted:{script}",
+        "--workspace",
+        str(workspace),
+        "--port",
+        str(port),
+    ]
+    with running(command, port, log) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running(command: list[str], port: int, log: Path) -> Iterator[str]:
+    """The root URL of the server ``command`` starts on ``port``; stopped (SIGTERM) after."""
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not _healthy(url):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not start:\n{log.read_text()}")
@@ -163,6 +228,96 @@ def local_turn(agent: HarnessAgent) -> Turn:
     return turn
 
 
+# -- part 3: one turn through each SDK client ----------------------------------------------------
+
+
+def _check(session: str, text: str | None) -> None:
+    if text != REPLY:
+        raise RuntimeError(f"{session}: unexpected reply {text!r}")
+
+
+def local_session(agent: HarnessAgent) -> Opener:
+    def opened(session: str) -> SessionTurn:
+        async def turn(text: str) -> None:
+            reply = await agent.call(text, ctx=RuntimeContext(session_id=session))
+            _check(session, reply.text)
+
+        return turn
+
+    return opened
+
+
+def chat_session(client: openai.AsyncOpenAI) -> Opener:
+    def opened(session: str) -> SessionTurn:
+        async def turn(text: str) -> None:
+            reply = await client.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={"X-Harness-Session": session},
+            )
+            _check(session, reply.choices[0].message.content)
+
+        return turn
+
+    return opened
+
+
+def stream_session(client: openai.AsyncOpenAI, first: list[float]) -> Opener:
+    """Streamed chat completions; each turn's time to its first text chunk goes to ``first``."""
+
+    def opened(session: str) -> SessionTurn:
+        async def turn(text: str) -> None:
+            start = time.perf_counter()
+            stream = await client.chat.completions.create(
+                model="harness",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={"X-Harness-Session": session},
+                stream=True,
+            )
+            parts: list[str] = []
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    if not parts:
+                        first.append((time.perf_counter() - start) * 1000)
+                    parts.append(chunk.choices[0].delta.content)
+            _check(session, "".join(parts))
+
+        return turn
+
+    return opened
+
+
+def responses_session(client: openai.AsyncOpenAI) -> Opener:
+    def opened(session: str) -> SessionTurn:
+        async def turn(text: str) -> None:
+            reply = await client.responses.create(model="harness", input=text, conversation=session)
+            _check(session, reply.output_text)
+
+        return turn
+
+    return opened
+
+
+def langchain_session(url: str) -> Opener:
+    """A ``ChatOpenAI`` per session, which its ``default_headers`` name, as a LangChain app has."""
+
+    def opened(session: str) -> SessionTurn:
+        chat = ChatOpenAI(
+            base_url=f"{url}/v1",
+            api_key="unused",  # type: ignore[arg-type]
+            model="harness",
+            default_headers={"X-Harness-Session": session},
+            max_retries=0,
+        )
+
+        async def turn(text: str) -> None:
+            _check(session, (await chat.ainvoke(text)).text)
+
+        return turn
+
+    return opened
+
+
 # -- the measurements -----------------------------------------------------------------------------
 
 
@@ -209,6 +364,83 @@ async def overhead(kinds: dict[str, Turn], sessions: int, turns: int) -> dict[st
     return timings
 
 
+async def client_latency(
+    openers: dict[str, Opener],
+    settle: dict[str, Callable[[], Awaitable[None]]],
+    sessions: int,
+    turns: int,
+    tag: str,
+) -> dict[str, list[float]]:
+    """Per-turn latencies (ms) of part 3: one turn at a time, the kinds alternating turn by turn.
+
+    Each kind's session is opened (its client built) before its first timed turn; after each
+    turn, untimed, ``settle[kind]`` lets the turn's background memory work finish.
+    """
+    timings: dict[str, list[float]] = {kind: [] for kind in openers}
+    for s in range(sessions):
+        opened = {kind: open_(f"{tag}{kind}-{s}") for kind, open_ in openers.items()}
+        for i in range(turns):
+            for kind, turn in opened.items():
+                start = time.perf_counter()
+                await turn(f"session {s} turn {i}")
+                timings[kind].append((time.perf_counter() - start) * 1000)
+                await settle[kind]()
+    return timings
+
+
+ClientTimings = tuple[dict[str, list[float]], list[float]]
+"""Part 3: (kind -> per-turn ms, the in-process agent's background memory work after each turn)."""
+
+
+async def measure_clients(args: argparse.Namespace) -> ClientTimings:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        script = root / "script.json"
+        script.write_text(json.dumps(MEMORY_SCRIPT))
+        for name in ("served", "local"):  # a workspace keeps its index and leases beside it
+            (root / name).mkdir()
+        local = AgentOptions(root / "local" / "workspace", f"scripted:{script}", None, None, [])
+        log = root / "serve.log"
+        with harness_serve(root / "served" / "workspace", script, log) as url:
+            async with (
+                openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as sdk,
+                opened_agent(local) as agent,
+            ):
+                maintenance = agent.maintenance
+                if maintenance is None:
+                    raise RuntimeError("the in-process agent has no memory: not the served one")
+                flushes: list[float] = []
+
+                async def settled() -> None:
+                    start = time.perf_counter()
+                    await maintenance.settled()
+                    flushes.append((time.perf_counter() - start) * 1000)
+
+                async def pause() -> None:
+                    await asyncio.sleep(args.pause)
+
+                first: list[float] = []
+                openers: dict[str, Opener] = {
+                    "in-process": local_session(agent),
+                    "chat": chat_session(sdk),
+                    "stream": stream_session(sdk, first),
+                    "responses": responses_session(sdk),
+                    "langchain": langchain_session(url),
+                }
+                settle: dict[str, Callable[[], Awaitable[None]]] = {k: pause for k in openers}
+                settle["in-process"] = settled
+                await client_latency(openers, settle, 1, 10, "warm-")  # imports, connections
+                flushes.clear()
+                first.clear()
+                sessions, turns = args.client_sessions, args.client_turns
+                timings = await client_latency(openers, settle, sessions, turns, "")
+                timings["first"] = first
+        logged = log.read_text()  # a flush the script failed to answer is a warning there
+        if any(word in logged for word in ("Traceback", "WARNING", "ERROR", "failed")):
+            raise RuntimeError(f"the server logged a failure:\n{logged}")
+    return timings, flushes
+
+
 async def measure(args: argparse.Namespace) -> tuple[Rates, dict[str, list[float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -228,8 +460,12 @@ async def measure(args: argparse.Namespace) -> tuple[Rates, dict[str, list[float
                     "chat": chat_turn(http, url),
                 }
                 await overhead(kinds, 1, 20)  # warm up: imports, caches, connections
-                timings = await overhead(kinds, args.sessions, args.session_turns)
-                rates = await throughput(kinds, args.rounds, args.turns)
+                timings: dict[str, list[float]] = {}
+                if 2 in args.part:
+                    timings = await overhead(kinds, args.sessions, args.session_turns)
+                rates: Rates = {}
+                if 1 in args.part:
+                    rates = await throughput(kinds, args.rounds, args.turns)
     return rates, timings
 
 
@@ -239,7 +475,15 @@ def report(args: argparse.Namespace, rates: Rates, timings: dict[str, list[float
         "served turns vs in-process HarnessAgent.call: scripted model (answers at once, no tool "
         f"call), memory off, server in its own process, {cores} cores"
     )
-    print()
+    if rates:
+        print()
+        report_throughput(args, rates)
+    if timings:
+        print()
+        report_overhead(args, timings)
+
+
+def report_throughput(args: argparse.Namespace, rates: Rates) -> None:
     print(
         f"1. throughput in turns/s, median of {args.rounds} round(s) of >= {args.turns} turns, "
         "every client on its own session; and each turn's latency (p50, ms) as its client saw it"
@@ -257,7 +501,9 @@ def report(args: argparse.Namespace, rates: Rates, timings: dict[str, list[float
             f"{n:7d}  {base:21.0f}  {sse:9.0f} {sse / base:5.2f}x  {chat:16.0f} "
             f"{chat / base:5.2f}x  {p50:>20s}"
         )
-    print()
+
+
+def report_overhead(args: argparse.Namespace, timings: dict[str, list[float]]) -> None:
     count = len(timings["in-process"])
     print(
         f"2. per-turn latency, one client, one turn at a time ({count} turns of each kind on "
@@ -271,6 +517,28 @@ def report(args: argparse.Namespace, rates: Rates, timings: dict[str, list[float
         print(f"{label:34s} {served:8.3f} {served - base:12.3f} {served / base:6.2f}x")
 
 
+def report_clients(
+    args: argparse.Namespace, timings: dict[str, list[float]], flushes: list[float]
+) -> None:
+    count = len(timings["in-process"])
+    print(
+        "3. what the SDK clients get from a default `harness serve` (memory on, no keys, "
+        f"loopback) in its own process, scripted model, {os.cpu_count()} cores"
+    )
+    print(
+        f"   one client, one turn at a time ({count} turns of each kind on {args.client_sessions} "
+        f"sessions of {args.client_turns} turns, kinds alternating; medians); after each turn, "
+        f"untimed, the server gets {args.pause * 1000:.0f} ms for its memory flush, the "
+        f"in-process agent is waited for (its flush took {statistics.median(flushes):.1f} ms)"
+    )
+    base = statistics.median(timings["in-process"])
+    print(f"{'':44s} {'ms/turn':>8s} {'overhead ms':>12s} {'ratio':>7s}")
+    print(f"{'in-process HarnessAgent.call, memory on':44s} {base:8.3f} {'(baseline)':>12s}")
+    for kind, label in CLIENT_LABELS.items():
+        served = statistics.median(timings[kind])
+        print(f"{label:44s} {served:8.3f} {served - base:12.3f} {served / base:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -280,6 +548,18 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200, help="turns per throughput round")
     parser.add_argument("--sessions", type=int, default=10, help="sessions of the latency part")
     parser.add_argument("--session-turns", type=int, default=20, help="turns per such session")
+    parser.add_argument(
+        "--part",
+        type=int,
+        choices=(1, 2, 3),
+        action="append",
+        help="run only this part (repeatable); all three by default",
+    )
+    parser.add_argument("--client-sessions", type=int, default=10, help="sessions of part 3")
+    parser.add_argument("--client-turns", type=int, default=10, help="turns per such session")
+    parser.add_argument(
+        "--pause", type=float, default=0.05, help="seconds the server gets after each part-3 turn"
+    )
     parser.add_argument("--worker", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--workspace", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--script", type=Path, help=argparse.SUPPRESS)
@@ -287,10 +567,18 @@ def main() -> None:
     if args.worker is not None:
         run_worker(args.worker, args.workspace, args.script)
         return
+    args.part = set(args.part or (1, 2, 3))
     if args.quick:
         args.rounds, args.turns, args.sessions, args.session_turns = 1, 50, 3, 10
-    rates, timings = asyncio.run(measure(args))
-    report(args, rates, timings)
+        args.client_sessions, args.client_turns = 3, 5
+    if args.part & {1, 2}:
+        rates, timings = asyncio.run(measure(args))
+        report(args, rates, timings)
+    if 3 in args.part:
+        if args.part & {1, 2}:
+            print()
+        client_timings, flushes = asyncio.run(measure_clients(args))
+        report_clients(args, client_timings, flushes)
 
 
 if __name__ == "__main__":
