@@ -160,3 +160,14 @@ def test_rename_titles_a_session_as_the_listing_shows_it(workspace: Path) -> Non
     code, _, stderr = invoke("sessions", "rename", "nots", "x", "-w", str(workspace))
     assert code == 1
     assert "no saved session 'nots'" in stderr
+
+
+def test_the_missing_session_line_stays_one_short_line(tmp_path: Path) -> None:
+    odd = tmp_path / "two\nlines"
+
+    code, _, stderr = invoke("sessions", "show", "x" * 5000, "-w", str(odd), "-u", "ada")
+
+    assert code == 1
+    (line,) = stderr.splitlines()
+    assert len(line) < 400
+    assert "`harness sessions list --user ada` (with the same --workspace)" in line

@@ -21,6 +21,8 @@ from harness.cli._common import (
     WorkspaceOpt,
     opened_workspace,
     run_async,
+    shortened,
+    shown_id,
 )
 from harness.cli._output import err, out
 from harness.context import RuntimeContext
@@ -204,16 +206,29 @@ def rename_command(
 
 
 def _missing(session: str, workspace: Path | None, user: str | None, agent: str) -> str:
-    """The one line for a session that is not there, with the command that lists the others."""
-    where = "" if workspace is None else f" --workspace {shlex.quote(str(workspace))}"
-    if user is not None:
-        where += f" --user {shlex.quote(user)}"
-    if agent != DEFAULT_AGENT_NAME:
-        where += f" --agent {shlex.quote(agent)}"
-    whose = f"agent {agent}" + (f", user {user}" if user else "")
+    """The one line for a session that is not there, with the command that lists the others.
+
+    The command repeats the options given, quoted for the shell; one that cannot be shown on
+    one short line (a newline in it, thousands of characters) is named instead.
+    """
+    given = {
+        "--workspace": None if workspace is None else str(workspace),
+        "--user": user,
+        "--agent": None if agent == DEFAULT_AGENT_NAME else agent,
+    }
+    where, unshown = "", []
+    for flag, value in given.items():
+        if value is None:
+            continue
+        if value.isprintable() and len(value) <= 200:
+            where += f" {flag} {shlex.quote(value)}"
+        else:
+            unshown.append(flag)
+    same = f" (with the same {', '.join(unshown)})" if unshown else ""
+    whose = f"agent {shown_id(agent)}" + (f", user {shown_id(user)}" if user else "")
     return (
-        f"no saved session {session!r} of {whose}; "
-        f"`harness sessions list{where}` lists the sessions there are"
+        f"no saved session {shortened(session)} of {whose}; "
+        f"`harness sessions list{where}`{same} lists the sessions there are"
     )
 
 

@@ -60,7 +60,9 @@ def trace_command(
         if records is None:
             # Ids quoted (and long ones cut): one with a line break must not break the line.
             whose = f" of user {shown_id(user)}" if user else ""
-            place = manager.root / where if manager.is_local else f"{where} in the store"
+            place = (
+                shown_id(str(manager.root / where)) if manager.is_local else f"{where} in the store"
+            )
             msg = (
                 f"no trace of session {shortened(session)}{whose} for agent {shortened(agent)}: "
                 f"looked for {place}; traces are written by agents with tracing on "
