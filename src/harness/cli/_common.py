@@ -441,6 +441,14 @@ class _Stopped(Exception):
         self.signum = signum
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line: its line breaks and control characters shown escaped.
+
+    A path or an id the user gave may hold them; the error stays the one line it is meant to be.
+    """
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
     """Turn a Harness error into one line on stderr and an exit code: the one place that does.
@@ -451,13 +459,15 @@ def one_line_errors() -> Iterator[None]:
     try:
         yield
     except (ConfigError, WorkspaceError) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {escape(one_line(str(exc)))}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(2) from None
     except CallPaused as paused:  # not a failure: the turn waits for a person
         print_pending(paused.pending)
         raise typer.Exit(EXIT_PAUSED) from None
     except HarnessError as exc:
-        message = f"{type(exc).__name__}: {exc}"
+        message = one_line(f"{type(exc).__name__}: {exc}")
         err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 

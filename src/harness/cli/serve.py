@@ -36,6 +36,7 @@ from harness.cli._common import (
     StoreOpt,
     VerboseOpt,
     WorkspaceOpt,
+    one_line,
     one_line_errors,
     shortened,
     valid_path,
@@ -344,11 +345,11 @@ def add_command(
     try:
         key = add_key(file, user)
     except (ConfigError, OSError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {one_line(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     out.print(key, markup=False, highlight=False)
     err.print(
-        f"added a key for {user} to {file}; it is not shown again",
+        one_line(f"added a key for {user} to {file}; it is not shown again"),
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -378,7 +379,7 @@ def list_command(
     for entry in entries:
         out.print(f"{entry.user:<{width}}  {entry.short}", markup=False, highlight=False)
     if not entries:
-        err.print(f"{file} holds no key", markup=False, highlight=False, soft_wrap=True)
+        err.print(one_line(f"{file} holds no key"), markup=False, highlight=False, soft_wrap=True)
 
 
 @keys_app.command("revoke")
@@ -401,12 +402,14 @@ def revoke_command(
         with one_line_errors():
             removed = revoke_keys(file, user, digest_prefix)
     except LookupError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {one_line(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     shown = ", ".join(entry.short for entry in removed)
     err.print(
-        f"revoked {len(removed)} key(s) of {user} in {file} ({shown}); a running server "
-        "refuses them within a second or two",
+        one_line(
+            f"revoked {len(removed)} key(s) of {user} in {file} ({shown}); a running server "
+            "refuses them within a second or two"
+        ),
         markup=False,
         highlight=False,
         soft_wrap=True,
