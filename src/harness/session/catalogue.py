@@ -185,7 +185,9 @@ class SessionCatalogue:
     async def _first_user_text(self, session_id: str, user_id: str | None) -> str | None:
         ctx = RuntimeContext(session_id=session_id, user_id=user_id)
         for message in await SessionStore(self.workspace, self.agent).read(ctx):
-            if message.role == "user" and message.text.strip():
+            # A user turn the harness wrote (a compaction's summary, a task's notice) has a
+            # name; the user's own have none.
+            if message.role == "user" and message.name is None and message.text.strip():
                 return message.text
         return None
 
