@@ -194,5 +194,5 @@ def test_importing_harness_does_not_import_the_sdk() -> None:
 def test_a_missing_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)
 
-    with pytest.raises(ConfigError, match=r"pip install 'harness\[mcp\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '.*\[mcp\]'"):
         import_sdk()

@@ -140,5 +140,5 @@ async def test_spans_without_a_workspace_write_no_file(
 
 def test_otel_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with pytest.raises(ConfigError, match=r"pip install 'harness\[otel\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '.*\[otel\]'"):
         AgentTraceHook(otel=True)

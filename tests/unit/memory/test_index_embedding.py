@@ -147,13 +147,13 @@ def test_a_wrong_vector_size_is_refused(tmp_path: Path) -> None:
 
 def test_sentence_transformers_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(ConfigError, match=r"pip install 'harness\[embeddings\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '.*\[embeddings\]'"):
         SentenceTransformerEmbedder()
 
 
 def test_numpy_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "numpy", None)
-    with pytest.raises(ConfigError, match=r"pip install 'harness\[embeddings\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '.*\[embeddings\]'"):
         MemoryIndex(tmp_path, embedder=BagOfWords())
 
 

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from harness.cli.main import app
 from harness.context import RuntimeContext
+from harness.kernel import Msg
 from harness.session import CompactionLog
 from harness.workspace import WorkspaceManager
 
@@ -41,11 +42,14 @@ def test_sessions_show_lists_the_compactions(workspace: Path) -> None:
         "summary_hash": "abcdef0123456789",
     }
     path.write_text(json.dumps(record) + "\n")
+    saved = workspace / "agents" / "harness" / "context" / "s1" / "messages.jsonl"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(Msg(role="user", content="hi").model_dump_json() + "\n")
     runner = CliRunner()
     result = runner.invoke(app, ["sessions", "show", "s1", "-w", str(workspace), "--json"])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
-    assert shown["messages"] == 0
+    assert shown["messages"] == 1
     assert shown["compactions"] == [record]
     text = runner.invoke(app, ["sessions", "show", "s1", "-w", str(workspace)])
     assert text.exit_code == 0
@@ -53,4 +57,5 @@ def test_sessions_show_lists_the_compactions(workspace: Path) -> None:
     assert "m40" in text.output
     assert "failed" in text.output
     empty = runner.invoke(app, ["sessions", "show", "s2", "-w", str(workspace)])
-    assert "No compactions." in empty.output
+    assert empty.exit_code == 1  # no saved session s2: one error line naming the list
+    assert "no saved session 's2'" in empty.output
