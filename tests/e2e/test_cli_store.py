@@ -145,10 +145,9 @@ def test_every_reading_command_reads_the_store(cli: Cli, tmp_path: Path, redis_u
 
     # Without the store, worker B's own disk has none of it.
     local_b = ("-w", tmp_path / "b" / "worker", "-u", "lena")
-    assert (
-        json.loads(cli.run("sessions", "show", "s-lena", *local_b, "--json").stdout)["messages"]
-        == 0
-    )
+    absent = cli.run("sessions", "show", "s-lena", *local_b, "--json")
+    assert absent.returncode == 1
+    assert "no saved session 's-lena'" in absent.stderr
     assert "No matching memories" in cli.run("memory", "search", "Lisbon", *local_b).stdout
     missing = cli.run("trace", "s-lena", *local_b)
     assert missing.returncode == 2
