@@ -76,7 +76,7 @@ def native_router(state: ServeState) -> APIRouter:
         text = state.checked_input(body.input)
         await state.refuse_while_waiting(ctx)
         turn = await stream_turn(state.turns, ctx, text, detach=body.detach)
-        return _streamed(turn.identified(state.config.ping_seconds), state, turn.closing())
+        return _streamed(turn.identified(state.config.ping_seconds), turn.closing())
 
     @router.get("/sessions/{session_id}/events", response_model=None)
     async def reattach(
@@ -92,7 +92,7 @@ def native_router(state: ServeState) -> APIRouter:
         events = await state.reattach(ctx, since)
         if events is None:
             raise _not_found("turn of session", session_id, code="no_turn")
-        return _streamed(events, state, None)
+        return _streamed(events)
 
     @router.post("/sessions/{session_id}/cancel")
     async def cancel_turn(session_id: str, request: Request) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def native_router(state: ServeState) -> APIRouter:
         if tasks.keys() == given.keys():  # background tasks go on; no turn of the session waits
             return JSONResponse({"tasks": tasks}, status_code=202)
         turn = await stream_turn(state.turns, ctx, None)
-        return _streamed(turn.identified(state.config.ping_seconds), state, turn.closing())
+        return _streamed(turn.identified(state.config.ping_seconds), turn.closing())
 
     @router.get("/sessions")
     async def sessions(
@@ -294,9 +294,7 @@ def _task_json(record: TaskRecord, result: str | None = None) -> dict[str, Any]:
 
 
 def _streamed(
-    events: AsyncIterator[IdentifiedEvent | None],
-    state: ServeState,
-    background: BackgroundTask | None,
+    events: AsyncIterator[IdentifiedEvent | None], background: BackgroundTask | None = None
 ) -> StreamingResponse:
     return StreamingResponse(
         _sse(events),

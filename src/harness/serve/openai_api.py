@@ -32,7 +32,7 @@ from harness.serve.http import read_body
 from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
 from harness.serve.turns import failure_status
 
-__all__ = ["SESSION_HEADER", "TOOL_ACTIVITY", "openai_router"]
+__all__ = ["SESSION_HEADER", "TOOL_ACTIVITY", "openai_router", "served_model"]
 
 SESSION_HEADER = "X-Harness-Session"
 
@@ -96,6 +96,14 @@ def new_turn(messages: list[_ChatMessage]) -> str:
     return text
 
 
+def served_model(asked: str, name: str) -> None:
+    """404 ``model_not_found`` unless ``asked`` names the served agent: the one model here."""
+    if asked != name:
+        raise RequestRefused(
+            404, "model_not_found", f"no agent {asked!r} here; this server serves {name!r}"
+        )
+
+
 def openai_router(state: ServeState) -> APIRouter:
     router = APIRouter()
     name = state.turns.agent.name
@@ -112,20 +120,14 @@ def openai_router(state: ServeState) -> APIRouter:
     async def model(model_id: str, request: Request) -> dict[str, Any]:
         """The agent's model object (``client.models.retrieve``); 404 for any other id."""
         state.authenticate(request)
-        if model_id != name:
-            raise RequestRefused(
-                404, "model_not_found", f"no agent {model_id!r} here; this server serves {name!r}"
-            )
+        served_model(model_id, name)
         return entry
 
     @router.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Response:
         user = state.authenticate(request)
         body = await read_body(request, ChatRequest, state.config)
-        if body.model != name:
-            raise RequestRefused(
-                404, "model_not_found", f"no agent {body.model!r} here; this server serves {name!r}"
-            )
+        served_model(body.model, name)
         session = request.headers.get(SESSION_HEADER) or str(
             (body.metadata or {}).get("session_id") or "default"
         )

@@ -45,7 +45,7 @@ from harness.context import RuntimeContext
 from harness.errors import RequestRefused
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
-from harness.serve.openai_api import SESSION_HEADER, waiting_text
+from harness.serve.openai_api import SESSION_HEADER, served_model, waiting_text
 from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
 from harness.serve.turns import check_session_id, failure_status
 from harness.session import MESSAGES_FILE
@@ -157,10 +157,7 @@ def responses_router(state: ServeState) -> APIRouter:
     async def responses(request: Request) -> Response:
         user = state.authenticate(request)
         body = await read_body(request, ResponsesRequest, state.config)
-        if body.model != name:  # as chat completions answers it
-            raise RequestRefused(
-                404, "model_not_found", f"no agent {body.model!r} here; this server serves {name!r}"
-            )
+        served_model(body.model, name)
         session = _session(request, body)
         ctx = state.context(user, session)
         if body.previous_response_id is not None and not await _has_messages(state, ctx):
