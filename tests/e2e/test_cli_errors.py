@@ -456,7 +456,8 @@ def test_rebuild_keeps_refusing_the_index_of_another_workspace(
     cli: Cli, tmp_path: Path, damaged: bool
 ) -> None:
     # docs/security.md, "One index, one workspace": the index is that workspace's, damaged or
-    # not, and --rebuild in a neighbour must not take it away.
+    # not, and --rebuild in a neighbour must not take it away: the neighbour is refused when
+    # the command starts (docs/cli.md), before the index is opened.
     other = tmp_path / "other"
     db = tmp_path / "memory_index.db"
     MemoryIndex(tmp_path, workspace=other).open().close()
@@ -465,7 +466,8 @@ def test_rebuild_keeps_refusing_the_index_of_another_workspace(
 
     result = cli.run("memory", "index", "-w", tmp_path / "ws", "--rebuild")
 
-    assert_one_error_line(result, 1, "belongs to the workspace", str(other), str(tmp_path / "ws"))
+    sharing = "shares its parent directory with the workspace"
+    assert_one_error_line(result, 2, sharing, str(other), str(tmp_path / "ws"))
     with contextlib.closing(sqlite3.connect(db)) as conn:
         query = "SELECT value FROM memory_meta WHERE key = 'workspace'"
         assert conn.execute(query).fetchall() == [(str(other),)]

@@ -38,7 +38,7 @@ def test_two_workers_share_a_session_through_the_store(
 
     def run(worker: str, prompt: str, *extra: str) -> str:
         result = cli.run(
-            "run", prompt, "-w", tmp_path / worker, "-m", f"scripted:{script}", "-s", "s1",
+            "run", prompt, "-w", tmp_path / worker / "ws", "-m", f"scripted:{script}", "-s", "s1",
             "-u", "ann", *extra,
         )  # fmt: skip
         assert result.returncode == 0, result
@@ -49,7 +49,7 @@ def test_two_workers_share_a_session_through_the_store(
     last = agent_requests(tmp_path / "requests.jsonl")[-1]
     texts = [block["text"] for m in last for block in m["content"] if block.get("type") == "text"]
     assert texts[-3:] == ["hello", "first", "hello again"]  # worker B continued A's session
-    assert not (tmp_path / "worker-a" / "users").exists()  # nothing on the workers' disks
+    assert not (tmp_path / "worker-a" / "ws" / "users").exists()  # nothing on the workers' disks
     # Without the store, a worker's own disk has no such session.
     assert run("worker-b", "hello again") == "second"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from harness.cli._common import (
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
+    index_owner,
     opened_workspace,
     run_async,
     valid_text,
@@ -134,7 +134,7 @@ def _open_anew(index: MemoryIndex, workspace: Path) -> None:
         unusable = isinstance(code, int) and code & 0xFF in _REPLACEABLE
         if not unusable or not index.path.is_file():
             raise  # the refusal of another workspace's index has no SQLite cause
-        owner = _claimed_by(index.path)
+        owner = index_owner(index.path)
         if owner is not None and owner != str(workspace.absolute()):
             msg = (
                 f"the memory index {index.path} is unusable and belongs to the workspace "
@@ -146,17 +146,6 @@ def _open_anew(index: MemoryIndex, workspace: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         index.path.with_name(index.path.name + suffix).unlink(missing_ok=True)
     index.open()
-
-
-def _claimed_by(path: Path) -> str | None:
-    """The workspace recorded in the index file at ``path``; None when none can be read."""
-    try:
-        uri = f"{path.absolute().as_uri()}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            row = conn.execute("SELECT value FROM memory_meta WHERE key = 'workspace'").fetchone()
-    except (sqlite3.Error, OSError, ValueError):
-        return None
-    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 @memory_app.command("index")
