@@ -275,6 +275,10 @@ class ReActAgent:
             waiting = unanswered_calls(memory)
             if not waiting:
                 memory.extend(inputs)
+            if emit is not None:
+                # From here on, however the call ends, its hooks hear of it (PostCall or
+                # Error) with the input in memory: a caller may now say the input was taken.
+                emit(Progress("accepted"))
             await self.hooks.dispatch(PreCall(**call.about(), inputs=inputs))
             if waiting:
                 await self._resume(call, waiting, inputs)

@@ -1,7 +1,9 @@
 """What :meth:`ReActAgent.stream` yields while a call runs.
 
-The loop yields text, reasoning and tool activity itself, and a ``Progress("step")`` item when
-a step ends (its model, tokens, latency and tool calls). A hook that knows something else a
+The loop yields a ``Progress("accepted")`` item first, once the call has taken its input (from
+then on, however the call ends, its hooks hear of it with the input in memory, so a session
+keeps it); then text, reasoning and tool activity, and a ``Progress("step")`` item when a step
+ends (its model, tokens, latency and tool calls). A hook that knows something else a
 streaming caller wants to see (a compaction, a background task's notice) adds a
 :class:`Progress` item with :func:`report`: it lands in the stream in the order things
 happened, between the deltas and tool items around it, and is dropped when nobody streams.

@@ -7,7 +7,9 @@ one store or one disk) that a second request waits for up to ``session_wait`` se
 then gets :class:`~harness.errors.SessionBusy` (409). The gate is taken before any response
 is sent, so the 409 is a status code, not an event in a stream that already said 200.
 
-A turn ends in one of five ways, and the session keeps what it accepted in each:
+``turn.started`` goes out once the agent has taken the turn's input (the kernel's
+``accepted``): from then on, however the turn ends, the session keeps the input. A turn ends in
+one of five ways, and the session keeps what it accepted in each:
 
 - it finishes: the ``turn.completed`` event carries the reply, once the agent's call has
   ended and saved the session; the session is free for the next turn at once, and the stream
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
 from harness.errors import ApprovalsPending, CallPaused, HarnessError, SessionBusy
+from harness.kernel import Progress
 from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
 from harness.serve.events import event_of
@@ -53,6 +56,10 @@ TurnEvent = tuple[str, Mapping[str, Any]]
 SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """The session ids a client may use: they name a directory and show in URLs as they are."""
 
+
+_ACCEPTED_ITEM: Final = Progress("accepted")
+_ACCEPTED: Final[TurnEvent] = ("accepted", {})
+"""The agent took the turn's input: what ``turn.started`` waits for, never sent itself."""
 
 _TURN: Final = "harness.serve.turn"
 """The key, in a turn's ``RuntimeContext.extra``, of the id that ties a flush to its turn."""
@@ -132,55 +139,72 @@ class Turns:
             del self._flushes[turn]
 
     async def _run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
-        reply: TurnEvent | None = None
         completed = False
         async with self.gate(ctx):
-            yield "turn.started", {"session_id": ctx.session_id}
-            deadline = asyncio.timeout(self.config.turn_timeout)
-            try:
-                async with (
-                    deadline,
-                    contextlib.aclosing(
-                        self.agent.stream(text, ctx=ctx)
-                        if text is not None
-                        else self.agent.resume_stream(ctx=ctx)
-                    ) as items,
-                ):
-                    async for item in items:
-                        event = event_of(item)
-                        if event[0] == "turn.completed":
-                            # Held until the agent's call has ended: a session that could not
-                            # be saved (TurnNotSaved) makes a reply a failed turn.
-                            reply = event
-                        else:
-                            yield event
-            except TimeoutError:
-                if not deadline.expired():
-                    raise  # a timeout of something inside the turn, not the turn's own
-                yield (
-                    "error",
-                    {
-                        "code": "turn_timeout",
-                        "message": f"the turn ran longer than {self.config.turn_timeout:g} s and "
-                        "was stopped; the session keeps its completed steps",
-                    },
-                )
-            except ApprovalsPending as waiting:  # a turn raced one that paused
-                yield "error", {"code": "approvals_pending", "message": f"{waiting}"}
-            except CallPaused as paused:  # not a failure: the turn waits for a person
-                for request in paused.pending:
-                    yield "approval.requested", request
-                yield "turn.paused", {"session_id": ctx.session_id, "approvals": paused.pending}
-            except HarnessError as exc:
-                yield "error", {"code": error_code(exc), "message": f"{exc}"}
-            else:
-                if reply is not None:
-                    completed = True
-                    yield reply
+            started = False
+            async with contextlib.aclosing(self._agent_events(ctx, text)) as events:
+                async for event in events:
+                    if not started:
+                        # Sent once the agent has taken the turn's input (the kernel's
+                        # ``accepted``), or answers without it: a stop from then on leaves the
+                        # input in the session, so a client told the turn started never
+                        # loses its question.
+                        started = True
+                        yield "turn.started", {"session_id": ctx.session_id}
+                        if event is _ACCEPTED:
+                            continue
+                    completed = event[0] == "turn.completed"
+                    yield event
         if completed:
             # The session is free again; its memory flush runs on in the background.
             async for event in self._memory_flushes(ctx):
                 yield event
+
+    async def _agent_events(
+        self, ctx: RuntimeContext, text: str | None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """The agent's items as events, and how its call ended as the last one."""
+        reply: TurnEvent | None = None
+        deadline = asyncio.timeout(self.config.turn_timeout)
+        try:
+            async with (
+                deadline,
+                contextlib.aclosing(
+                    self.agent.stream(text, ctx=ctx)
+                    if text is not None
+                    else self.agent.resume_stream(ctx=ctx)
+                ) as items,
+            ):
+                async for item in items:
+                    event = _ACCEPTED if item == _ACCEPTED_ITEM else event_of(item)
+                    if event[0] == "turn.completed":
+                        # Held until the agent's call has ended: a session that could not be
+                        # saved (TurnNotSaved) makes a reply a failed turn.
+                        reply = event
+                    else:
+                        yield event
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # a timeout of something inside the turn, not the turn's own
+            yield (
+                "error",
+                {
+                    "code": "turn_timeout",
+                    "message": f"the turn ran longer than {self.config.turn_timeout:g} s and "
+                    "was stopped; the session keeps its completed steps",
+                },
+            )
+        except ApprovalsPending as waiting:  # a turn raced one that paused
+            yield "error", {"code": "approvals_pending", "message": f"{waiting}"}
+        except CallPaused as paused:  # not a failure: the turn waits for a person
+            for request in paused.pending:
+                yield "approval.requested", request
+            yield "turn.paused", {"session_id": ctx.session_id, "approvals": paused.pending}
+        except HarnessError as exc:
+            yield "error", {"code": error_code(exc), "message": f"{exc}"}
+        else:
+            if reply is not None:
+                yield reply
 
     async def _memory_flushes(self, ctx: RuntimeContext) -> AsyncIterator[TurnEvent]:
         """``memory.flushed`` for each flush of the turn's messages, once it has run.

@@ -44,6 +44,9 @@ from harness.models.scripted import ScriptedChatModel
 
 # --- helpers ----------------------------------------------------------------------------------
 
+ACCEPTED = Progress("accepted")
+"""A streamed call's first item: the call has taken its input."""
+
 
 class Recording:
     """A ChatModel wrapper that records every request's messages and tools (and options)."""
@@ -721,7 +724,7 @@ async def test_interrupt_during_a_slow_model_stream() -> None:
 
     with pytest.raises(AgentInterrupted):
         await task
-    assert items == [TextDelta("partial ")]
+    assert items == [ACCEPTED, TextDelta("partial ")]
     assert model.cancelled is True
     assert log.names == ["PreCall", "PreReasoning", "Error"]
     assert isinstance(log.of(Error)[0].error, AgentInterrupted)
@@ -807,13 +810,14 @@ async def test_stream_yields_deltas_tool_activity_and_finally_the_reply() -> Non
     items = [item async for item in agent.stream("add please")]
 
     call = ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})
-    steps = [item for item in items if isinstance(item, Progress)]
+    assert items[0] == ACCEPTED  # first: the call has taken its input
+    steps = [item for item in items if isinstance(item, Progress) and item.kind == "step"]
     assert [(p.kind, p.data["step"], p.data["tool_calls"]) for p in steps] == [
         ("step", 0, ["add"]),
         ("step", 1, []),
     ]
     # Each step's report comes when that step's model call has ended, before what follows.
-    assert items.index(steps[0]) == 3
+    assert items.index(steps[0]) == 4
     assert items.index(steps[1]) == len(items) - 2
     assert [item for item in items if not isinstance(item, Progress)] == [
         TextDelta("Let "),
@@ -845,11 +849,11 @@ async def test_stream_yields_thinking_deltas() -> None:
 
     items = [item async for item in agent.stream("?")]
 
-    assert items[:2] == [ThinkingDelta("hmm"), TextDelta("yes")]
-    assert isinstance(items[2], Progress)
-    assert isinstance(items[3], Reply)
-    assert items[3].message.text == "yes"
-    assert items[3].message.metadata == {"model": "thinker"}
+    assert items[:3] == [ACCEPTED, ThinkingDelta("hmm"), TextDelta("yes")]
+    assert isinstance(items[3], Progress)
+    assert isinstance(items[4], Reply)
+    assert items[4].message.text == "yes"
+    assert items[4].message.metadata == {"model": "thinker"}
 
 
 async def test_stream_raises_the_calls_error() -> None:
@@ -862,7 +866,7 @@ async def test_stream_raises_the_calls_error() -> None:
 
     with pytest.raises(ModelError, match="boom"):
         await consume()
-    assert items == [TextDelta("so far ")]
+    assert items == [ACCEPTED, TextDelta("so far ")]
 
 
 async def test_closing_the_stream_early_cancels_the_call() -> None:
@@ -1011,7 +1015,7 @@ async def test_reports_of_a_call_nobody_streams_go_nowhere() -> None:
     items = [item async for item in outer.stream("go")]
     kinds = [item.kind for item in items if isinstance(item, Progress)]
     # The inner call ran inside the outer's tool, not streamed: none of its reports leak out.
-    assert kinds == ["step", "step"]
+    assert kinds == ["accepted", "step", "step"]
 
 
 async def test_call_is_stream_consumed_events_memory_and_reply_alike() -> None:

@@ -1,0 +1,95 @@
+"""A client told its turn started never loses its question, whenever the turn is stopped.
+
+``turn.started`` is sent once the agent has taken the turn's input (the kernel's ``accepted``
+item), not when the session's gate is taken: between the two the agent still waits for the
+session's lease and loads its saved state, and a stop there (a cancel, a client that left) used
+to end the turn before the input was saved, though the client had been told it began.
+
+The session's load is slowed to widen that window, and a stop is drawn at any moment of it and
+of the turn after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import HarnessAgent
+from harness.kernel import Msg
+from harness.models import ScriptedChatModel
+from harness.serve import ServeConfig
+from harness.serve.state import stream_turn
+from harness.serve.turns import Turns
+
+QUESTION = "Please keep this question: what is the capital of Portugal?"
+
+
+async def _stop_at(load_delay: float, stop_after: float, detach: bool, cancel: bool) -> None:
+    with tempfile.TemporaryDirectory() as top:
+        model = ScriptedChatModel([{"text": "Lisbon.", "delay": 0.03, "repeat": True}])
+        agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
+        async with agent:
+            load = agent.sessions.load
+
+            async def slow_load(*args: Any, **kwargs: Any) -> list[Msg]:
+                await asyncio.sleep(load_delay)
+                return await load(*args, **kwargs)
+
+            agent.sessions.load = slow_load  # type: ignore[method-assign]
+            turns = Turns(agent, ServeConfig())
+            ctx = turns.context(None, "s")
+            starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=detach))
+            await asyncio.sleep(stop_after)
+            told = starting.done()
+            if told:  # the client has heard turn.started: now it stops the turn
+                turn = starting.result()
+                assert turn.emitted[0][0] == "turn.started"
+                if cancel:
+                    turn.stop()  # the cancel route
+                else:
+                    await turn.aclose()  # the client left: stops a turn not detached
+                await turn.wait()
+            else:  # the client leaves before it heard anything
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
+            await turns.aclose()
+            agent.sessions.load = load  # type: ignore[method-assign]
+            saved = [message.text for message in await agent.sessions.load(ctx)]
+        if told:
+            assert QUESTION in saved, (load_delay, stop_after, detach, cancel, saved)
+        assert saved.count(QUESTION) <= 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    load_delay=st.sampled_from([0.0, 0.02, 0.05]),
+    stop_after=st.floats(min_value=0.0, max_value=0.09),
+    detach=st.booleans(),
+    cancel=st.booleans(),
+)
+def test_a_turn_the_client_heard_start_keeps_its_question_whenever_it_stops(
+    load_delay: float, stop_after: float, detach: bool, cancel: bool
+) -> None:
+    asyncio.run(_stop_at(load_delay, stop_after, detach, cancel))
+
+
+def test_the_stream_sends_turn_started_once_and_never_the_accepted_marker() -> None:
+    async def events() -> list[str]:
+        with tempfile.TemporaryDirectory() as top:
+            model = ScriptedChatModel([{"text": "Lisbon."}])
+            agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
+            async with agent:
+                turns = Turns(agent, ServeConfig())
+                return [name async for name, _ in turns.run(turns.context(None, "s"), QUESTION)]
+
+    names = asyncio.run(events())
+    assert names[0] == "turn.started"
+    assert names.count("turn.started") == 1
+    assert "accepted" not in names
+    assert "progress" not in names
+    assert names[-1] == "turn.completed"
