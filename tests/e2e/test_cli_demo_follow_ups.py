@@ -78,3 +78,24 @@ def test_in_the_default_workspace_the_commands_need_no_workspace(
 
     assert "harness sessions show tour --user ada --agent guide" in commands
     assert not [c for c in commands if "--workspace" in c]
+
+
+def test_a_second_tour_in_the_same_place_is_refused_and_touches_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "tour" / "workspace"
+    tour(root)
+    agents = root / "AGENTS.md"
+    agents.write_text("# My own rules\n", encoding="utf-8")  # now the user's workspace
+    before = sorted(path.relative_to(root) for path in root.rglob("*"))
+
+    result = CliRunner().invoke(app, ["demo", "--workspace", str(root)])
+
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: the workspace {root} already holds files"), line
+    assert "pass a new or empty directory with --workspace" in line
+    assert agents.read_text(encoding="utf-8") == "# My own rules\n"
+    assert sorted(path.relative_to(root) for path in root.rglob("*")) == before
+    # An empty directory is a new one.
+    empty = tmp_path / "empty" / "workspace"
+    empty.mkdir(parents=True)
+    assert CliRunner().invoke(app, ["demo", "--workspace", str(empty)]).exit_code == 0

@@ -26,7 +26,7 @@ from harness.cli._output import out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
-from harness.errors import CallPaused
+from harness.errors import CallPaused, ConfigError
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig, Provenance
@@ -105,6 +105,7 @@ async def run_demo(workspace: Path | None) -> Path:
     # A given path is checked as every command checks its workspace: a file, a name too long
     # or one that is not UTF-8 is one line and exit code 2, not a traceback from _prepare.
     root = (await asyncio.to_thread(checked_workspace, workspace)).root
+    await asyncio.to_thread(_refuse_a_used, root)
     await asyncio.to_thread(_prepare, root)
     # The operator vouches for the memory it seeded, as `harness memory adopt` does.
     await Provenance.for_workspace(WorkspaceManager(root)).adopt("ada", "MEMORY.md", MEMORY)
@@ -467,6 +468,25 @@ def _skills_line(request: list[Msg]) -> str:
     blocks = request[0].content if request and request[0].role == "system" else []
     lines = [line for b in blocks if isinstance(b, TextBlock) for line in b.text.splitlines()]
     return next((line for line in lines if "`release-notes`" in line), "(none)")
+
+
+def _refuse_a_used(root: Path) -> None:
+    """Refuse a workspace that already holds files: the tour writes its own over them.
+
+    Its AGENTS.md, memory and subagent would replace a workspace's own, and its scripted model
+    answers only a tour that starts afresh (a second tour in one directory met the first one's
+    sessions and stopped with the script exhausted).
+
+    Raises:
+        ConfigError: ``root`` is not empty.
+    """
+    if any(root.iterdir()):
+        msg = (
+            f"the workspace {root} already holds files (an earlier tour's, or a workspace of "
+            "yours), and the tour would write its own AGENTS.md and memory over them: pass a "
+            "new or empty directory with --workspace, or none for a temporary one"
+        )
+        raise ConfigError(msg)
 
 
 def _prepare(root: Path) -> None:
