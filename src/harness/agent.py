@@ -77,7 +77,7 @@ from harness.kernel import (
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
 from harness.memory.consolidation import ConsolidationResult
-from harness.memory.flush import FlushResult, MemoryFlushManager
+from harness.memory.flush import FlushResult, MemoryFlushManager, flush_mark_path
 from harness.memory.gate import PROCESS_GATE, StoreGate
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.provenance import Provenance, TurnTrust
@@ -86,6 +86,7 @@ from harness.models import resolve_model
 from harness.observability import record, trace_path
 from harness.options import DEFAULT_AGENT_NAME, AgentOptions
 from harness.session import CompactionLog, SessionFsync, SessionStore
+from harness.session.keys import session_key
 from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
@@ -385,22 +386,34 @@ class HarnessAgent:
         Holds the session's lease, so no call of any process is in it meanwhile (one that
         runs makes this wait up to ``session_wait`` s, then raise
         :class:`~harness.errors.SessionBusy`). What memory already kept from the session
-        stays: it is the user's, reviewed and deleted as memory is. Returns whether the
-        session had a saved directory.
+        stays: it is the user's, reviewed and deleted as memory is. Nothing of the
+        conversation stays to read, search or list: its transcript goes with its copy in the
+        search index and its entry in ``sessions.json``. Returns whether the session had a
+        saved directory.
         """
         ctx = self._bind(ctx)
         assert ctx.session_id is not None
         async with self._session_lock(ctx), self._lease(ctx):
+            if self.maintenance is not None:
+                # The last call's transcript and flush, still running after it returned,
+                # would write the conversation back.
+                pending = self.maintenance.pending(session_key(ctx))
+                if pending is not None:
+                    await asyncio.wait({pending})
             directory = self.sessions.directory(ctx)
             saved = [info.path for info in await self.workspace.list_own(directory)]
             paths = [
                 *saved,
-                TranscriptWriter(self.workspace, self.name).transcript_path(ctx),
+                scoped(flush_mark_path(self.name, ctx), ctx.user_id),
                 scoped(trace_path(self.name, ctx.session_id), ctx.user_id),
                 scoped(self.compactions.path(ctx.session_id), ctx.user_id),
             ]
             for path in paths:
                 await self.workspace.delete(path)
+            transcripts = await TranscriptWriter(self.workspace, self.name).forget(ctx)
+            if self.maintenance is not None:
+                for path in transcripts:  # gone: the index drops their rows
+                    self.maintenance.schedule_index(path)
             return bool(saved)
 
     async def resume(

@@ -71,8 +71,7 @@ class MemoryFlushHook(Hook):
                 logger.warning("transcript offload for session %r failed: %s", ctx.session_id, exc)
             else:
                 if appended:
-                    log = self.transcript.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
-                    self.maintenance.schedule_index(log)
+                    self.maintenance.schedule_index(self.transcript.log_path(ctx))
         if self.flush is not None:
             started = time.perf_counter()
             try:

@@ -62,6 +62,7 @@ __all__ = [
     "MemoryFlushManager",
     "daily_log_path",
     "explicit_requests",
+    "flush_mark_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,12 @@ class FlushResult:
     entries: tuple[Entry, ...] = ()
 
 
+def flush_mark_path(agent: str, ctx: RuntimeContext) -> str:
+    """Where the session's flush mark is kept (before user scoping): beside its transcript."""
+    session = safe_segment(ctx.session_id or "default")
+    return f"{sessions_dir(agent)}/{session}.flush.json"
+
+
 class MemoryFlushManager:
     """Extracts facts from new messages and appends them to the daily log.
 
@@ -159,8 +166,7 @@ class MemoryFlushManager:
         return daily_log_path(self.clock().astimezone().date())
 
     def mark_path(self, ctx: RuntimeContext) -> str:
-        session = safe_segment(ctx.session_id or "default")
-        return f"{sessions_dir(self.agent)}/{session}.flush.json"
+        return flush_mark_path(self.agent, ctx)
 
     async def unflushed(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> list[Msg]:
         """The messages after the session's flush mark (summaries and system messages left out)."""

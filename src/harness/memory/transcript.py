@@ -67,6 +67,26 @@ class TranscriptWriter:
         session = safe_segment(ctx.session_id or "default")
         return scoped(f"{sessions_dir(self.agent)}/{session}.jsonl", ctx.user_id)
 
+    def log_path(self, ctx: RuntimeContext) -> str:
+        """The workspace path of the transcript's copy for the search index (``.log.jsonl``)."""
+        return self.transcript_path(ctx).removesuffix(".jsonl") + ".log.jsonl"
+
+    async def forget(self, ctx: RuntimeContext) -> list[str]:
+        """Delete the session's transcript, its copy and its entry in ``sessions.json``.
+
+        Returns the paths of the two files (gone now), for the index to drop their rows. The
+        caller holds the session and has waited for its last offload.
+        """
+        path = self.transcript_path(ctx)
+        deleted = [path, self.log_path(ctx)]
+        for target in deleted:
+            await self.workspace.delete(target)
+        self._known.pop(path, None)
+        index = f"{path.rsplit('/', 1)[0]}/{SESSIONS_INDEX}"
+        if await self.workspace.get_bytes(index) is not None:  # not made when there is none
+            await self.workspace.update_text(index, lambda text: _without_session(text, ctx))
+        return deleted
+
     async def offload(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> int:
         """Append the messages not yet in the transcript; returns how many were appended."""
         path = self.transcript_path(ctx)
@@ -87,8 +107,7 @@ class TranscriptWriter:
             if not lines:
                 return 0
             data = "".join(lines).encode("utf-8")
-            log = path.removesuffix(".jsonl") + ".log.jsonl"
-            for target in (path, log):
+            for target in (path, self.log_path(ctx)):
                 await self.workspace.append_bytes(target, data)
             known.size += len(data)
             known.tail = (known.tail + data)[-_TAIL:]
@@ -138,6 +157,19 @@ def _with_session(text: str, ctx: RuntimeContext, title: str, count: int) -> str
     sessions[session_id] = record
     index["sessions"] = sessions
     index.setdefault("version", 1)
+    return json.dumps(index, ensure_ascii=False, indent=2) + "\n"
+
+
+def _without_session(text: str, ctx: RuntimeContext) -> str:
+    """``sessions.json`` without the session's record (unchanged if unreadable)."""
+    try:
+        index = json.loads(text)
+        sessions = index["sessions"]
+        if not isinstance(sessions, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        return text
+    sessions.pop(ctx.session_id or "default", None)
     return json.dumps(index, ensure_ascii=False, indent=2) + "\n"
 
 
