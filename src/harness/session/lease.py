@@ -21,6 +21,7 @@ waits for it (``wait`` seconds, polling with a growing pause) and then gets
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import fcntl
@@ -69,19 +70,62 @@ class SessionLeases(Protocol):
 
 
 class FileLeases:
-    """Leases as ``flock`` on one file per session in ``directory``."""
+    """Leases as ``flock`` on one file per session in ``directory``.
 
-    def __init__(self, directory: Path) -> None:
+    A lock file is opened (and made) on a worker thread the first time; when its holder lets
+    go, the descriptor is unlocked and kept, owned by nobody, for the session's next call, which
+    then takes the lock on the event loop: ``flock`` with ``LOCK_NB`` is one system call that
+    never waits, and no file is opened or looked up. So a session's calls pay no worker-thread
+    round trip for their lease after the first. A kept descriptor is owned by one holder at a
+    time (two holders sharing one would both get the lock), at most ``keep`` are kept (the
+    least recently used is closed), and a process forked from this one opens its own: a child
+    sharing its parent's descriptors would share their locks.
+    """
+
+    def __init__(self, directory: Path, *, keep: int = 256) -> None:
         self.directory = directory
+        self.keep = keep
+        self._idle: collections.OrderedDict[Path, int] = collections.OrderedDict()
+        self._pid = os.getpid()
 
     @contextlib.asynccontextmanager
     async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
         path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.lock"
-        fd = await _waiting(key, wait, lambda: _flock_off_the_loop(path))
+        fd = await _waiting(key, wait, lambda: self._take(path))
         try:
             yield
         finally:
+            self._let_go(path, fd)
+
+    async def _take(self, path: Path) -> int | None:
+        if self._pid != os.getpid():  # a forked child: the parent's descriptors are not ours
+            self._idle.clear()
+            self._pid = os.getpid()
+        fd = self._idle.pop(path, None)
+        if fd is None:
+            return await _flock_off_the_loop(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                os.close(fd)
+                return await _flock_off_the_loop(path)
+            self._idle[path] = fd  # another process holds the session: try again later
+            return None
+        return fd
+
+    def _let_go(self, path: Path, fd: int) -> None:
+        if path in self._idle or self._pid != os.getpid():
             os.close(fd)  # closing releases the lock
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            os.close(fd)
+            return
+        self._idle[path] = fd
+        while len(self._idle) > self.keep:
+            os.close(self._idle.popitem(last=False)[1])
 
 
 class StoreLeases:

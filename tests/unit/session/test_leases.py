@@ -1,4 +1,6 @@
-"""A cancellation that arrives while a lease is given back still cancels the caller.
+"""Leases: a cancellation while one is given back, and file leases' kept descriptors.
+
+A cancellation that arrives while a lease is given back still cancels the caller.
 
 asyncio hands a task's cancellation to whatever task it is awaiting. The store lease's
 renewing task ends quietly when cancelled, so a caller cancelled while it waited for that task
@@ -9,10 +11,17 @@ running turns (the fault-injection test caught it once in CI).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import multiprocessing
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from harness.session import StoreLeases
+from harness.errors import SessionBusy
+from harness.session import FileLeases, StoreLeases
 from harness.stores import InMemoryStore
 
 
@@ -33,3 +42,102 @@ async def test_a_cancel_while_the_lease_is_given_back_cancels_the_caller() -> No
     assert after_the_block == []
     async with leases.hold("s", wait=1.0):
         pass  # and the session is free again
+
+
+# --- file leases keep their descriptors between holders ------------------------------------
+
+
+class _Ledger:
+    """Who holds each key now; a second holder at once is the failure."""
+
+    def __init__(self) -> None:
+        self.holding: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+        self.overlaps = 0
+
+    def enter(self, key: str) -> None:
+        self.holding[key] = self.holding.get(key, 0) + 1
+        self.held[key] = self.held.get(key, 0) + 1
+        self.overlaps += self.holding[key] > 1
+
+    def leave(self, key: str) -> None:
+        self.holding[key] -= 1
+
+
+_CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c"]),  # the session
+        st.sampled_from([0.0, 0.001, 0.003]),  # how long it holds it
+        st.sampled_from([None, 0.0, 0.0005, 0.002]),  # when it is cancelled, if it is
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=_CALLS, keep=st.sampled_from([1, 2, 256]))
+def test_kept_descriptors_never_let_two_holders_in_at_once(
+    calls: list[tuple[str, float, float | None]], keep: int
+) -> None:
+    """Drawn holders of a few sessions, some cancelled at drawn moments, through one
+    FileLeases and a second one on the same directory (another agent of the process): one
+    holder per session at any time, each uncancelled one got its turn, and every session is
+    free at the end, for a fresh FileLeases too (another process's view)."""
+
+    async def run(directory: Path) -> None:
+        first, second = FileLeases(directory, keep=keep), FileLeases(directory, keep=keep)
+        ledger = _Ledger()
+
+        async def holder(leases: FileLeases, key: str, hold: float) -> None:
+            async with leases.hold(key, wait=10.0):
+                ledger.enter(key)
+                try:
+                    await asyncio.sleep(hold)
+                finally:
+                    ledger.leave(key)
+
+        tasks = []
+        for n, (key, hold, cancel_after) in enumerate(calls):
+            task = asyncio.create_task(holder((first, second)[n % 2], key, hold))
+            if cancel_after is not None:
+                asyncio.get_running_loop().call_later(cancel_after, task.cancel)
+            tasks.append((task, cancel_after))
+        results = await asyncio.gather(*(task for task, _ in tasks), return_exceptions=True)
+        assert ledger.overlaps == 0
+        for (_, cancel_after), result in zip(tasks, results, strict=True):
+            assert result is None or (
+                cancel_after is not None and isinstance(result, asyncio.CancelledError)
+            )
+        await asyncio.sleep(0.02)  # a lock a worker thread took after its cancel is let go
+        for key in {key for key, _, _ in calls}:
+            for leases in (first, second, FileLeases(directory)):
+                async with leases.hold(key, wait=0.5):
+                    pass
+
+    with tempfile.TemporaryDirectory() as top:
+        asyncio.run(run(Path(top)))
+
+
+def _hold_in_a_process(directory: str, key: str) -> str:
+    async def attempt() -> str:
+        try:
+            async with FileLeases(Path(directory)).hold(key, wait=0.0):
+                return "held"
+        except SessionBusy:
+            return "busy"
+
+    return asyncio.run(attempt())
+
+
+async def test_a_kept_descriptor_still_excludes_another_process(tmp_path: Path) -> None:
+    leases = FileLeases(tmp_path)
+    async with leases.hold("s", wait=1.0):  # the first time: opened on a worker thread
+        pass
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as other:
+        loop = asyncio.get_running_loop()
+        async with leases.hold("s", wait=1.0):  # now through the kept descriptor
+            held = await loop.run_in_executor(other, _hold_in_a_process, str(tmp_path), "s")
+            assert held == "busy"
+        assert await loop.run_in_executor(other, _hold_in_a_process, str(tmp_path), "s") == "held"
