@@ -139,15 +139,19 @@ class TranscriptWriter:
 _TAIL: Final = 64
 
 
-def _with_session(text: str, ctx: RuntimeContext, title: str, count: int) -> str:
-    """``sessions.json`` with the session's record updated (a fresh index if unreadable)."""
+def _parsed_index(text: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``sessions.json`` and its ``sessions`` record; None when it cannot be read."""
     try:
         index = json.loads(text)
         sessions = index["sessions"]
-        if not isinstance(sessions, dict):
-            raise TypeError
     except (ValueError, KeyError, TypeError):
-        index, sessions = {"version": 1}, {}
+        return None
+    return (index, sessions) if isinstance(sessions, dict) else None
+
+
+def _with_session(text: str, ctx: RuntimeContext, title: str, count: int) -> str:
+    """``sessions.json`` with the session's record updated (a fresh index if unreadable)."""
+    index, sessions = _parsed_index(text) or ({"version": 1}, {})
     session_id = ctx.session_id or "default"
     record: dict[str, Any] = dict(sessions.get(session_id) or {})
     if title and not record.get("title"):
@@ -162,13 +166,10 @@ def _with_session(text: str, ctx: RuntimeContext, title: str, count: int) -> str
 
 def _without_session(text: str, ctx: RuntimeContext) -> str:
     """``sessions.json`` without the session's record (unchanged if unreadable)."""
-    try:
-        index = json.loads(text)
-        sessions = index["sessions"]
-        if not isinstance(sessions, dict):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
+    parsed = _parsed_index(text)
+    if parsed is None:
         return text
+    index, sessions = parsed
     sessions.pop(ctx.session_id or "default", None)
     return json.dumps(index, ensure_ascii=False, indent=2) + "\n"
 
