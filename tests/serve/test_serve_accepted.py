@@ -93,3 +93,24 @@ def test_the_stream_sends_turn_started_once_and_never_the_accepted_marker() -> N
     assert "accepted" not in names
     assert "progress" not in names
     assert names[-1] == "turn.completed"
+
+
+def test_a_turn_that_fails_before_the_agent_took_its_input_still_starts_with_turn_started() -> None:
+    async def emitted() -> list[tuple[str, Any]]:
+        with tempfile.TemporaryDirectory() as top:
+            model = ScriptedChatModel([{"text": "Lisbon."}])
+            agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
+            async with agent:
+
+                async def broken(*args: Any, **kwargs: Any) -> list[Msg]:
+                    raise RuntimeError("a bug in a backend")
+
+                agent.sessions.load = broken  # type: ignore[method-assign]
+                turns = Turns(agent, ServeConfig())
+                turn = await stream_turn(turns, turns.context(None, "s"), QUESTION)
+                await turn.wait()
+                return list(turn.emitted)
+
+    events = asyncio.run(emitted())
+    assert [name for name, _ in events] == ["turn.started", "error"]
+    assert events[1][1]["code"] == "internal_error"

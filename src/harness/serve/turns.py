@@ -140,21 +140,27 @@ class Turns:
 
     async def _run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
         completed = False
+        started = ("turn.started", {"session_id": ctx.session_id})
         async with self.gate(ctx):
-            started = False
-            async with contextlib.aclosing(self._agent_events(ctx, text)) as events:
-                async for event in events:
-                    if not started:
-                        # Sent once the agent has taken the turn's input (the kernel's
-                        # ``accepted``), or answers without it: a stop from then on leaves the
-                        # input in the session, so a client told the turn started never
-                        # loses its question.
-                        started = True
-                        yield "turn.started", {"session_id": ctx.session_id}
-                        if event is _ACCEPTED:
-                            continue
-                    completed = event[0] == "turn.completed"
-                    yield event
+            first = True
+            try:
+                async with contextlib.aclosing(self._agent_events(ctx, text)) as events:
+                    async for event in events:
+                        if first:
+                            # Sent once the agent has taken the turn's input (the kernel's
+                            # ``accepted``), or answers without it: a stop from then on leaves
+                            # the input in the session, so a client told the turn started never
+                            # loses its question.
+                            first = False
+                            yield started
+                            if event is _ACCEPTED:
+                                continue
+                        completed = event[0] == "turn.completed"
+                        yield event
+            except Exception:
+                if first:  # a turn that failed unexpectedly still starts with turn.started
+                    yield started
+                raise
         if completed:
             # The session is free again; its memory flush runs on in the background.
             async for event in self._memory_flushes(ctx):
