@@ -14,6 +14,7 @@ import pytest
 from _cli_runner import Cli, make_cli
 
 from _servers import OpenAIServer
+from harness.memory.index import MemoryIndex
 
 MEMORY = "# Memory\n\n## Health\n- Allergic to penicillin\n\n## Work\n- Nurse at St. Mary's\n"
 GOOD = MEMORY + "\n## Family\n- Sister Ana lives in Porto\n"
@@ -96,6 +97,11 @@ def test_history_lists_and_restore_brings_back_the_replaced_text(
     assert (workspace / "MEMORY.md").read_text(encoding="utf-8") == MEMORY
     again = cli.run("memory", "history", "-w", workspace)
     assert len(re.findall(r"\d{8}T\d{6}\.\d{6}Z", again.stdout)) == 2  # GOOD is kept as well
+    # The index (which a running agent searches without catching up) holds MEMORY.md as
+    # restored: the consolidated line is only in the daily log it came from.
+    with MemoryIndex(workspace.parent, workspace=workspace) as index:
+        hits = index.search("Porto", 10)
+    assert sorted(hit.path for hit in hits) == ["memory/2026-11-30.md"]
 
 
 def test_restoring_an_unknown_version_is_one_line(cli: Cli, workspace: Path) -> None:

@@ -310,8 +310,10 @@ def restore_command(
     """Put a saved version back as MEMORY.md; the text it replaces is saved as a version too."""
 
     async def _restore() -> str | None:
-        async with opened_workspace(workspace, store) as manager:
-            return await MemoryHistory(manager).restore(version, user)
+        async with _maintenance(workspace, store, None, need_model=False) as running:
+            saved = await MemoryHistory(running.workspace).restore(version, user)
+            await running.index_file_for(user)  # searched as restored, by every worker
+            return saved
 
     saved = run_async(_restore())
     kept = f"; the text it replaced is version {saved}" if saved else ""
