@@ -39,7 +39,7 @@ from harness.compaction import (
     evictions_cleanup,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ConfigError, ContextOverflowError, UnknownApproval
+from harness.errors import ConfigError, ContextOverflowError, HarnessError, UnknownApproval
 from harness.filesystem.base import AbstractFilesystem, FileTools, ManagedFilesystem
 from harness.hooks import (
     DEFAULT_WORKSPACE_CONTEXT,
@@ -412,8 +412,11 @@ class HarnessAgent:
                 await self.workspace.delete(path)
             transcripts = await TranscriptWriter(self.workspace, self.name).forget(ctx)
             if self.maintenance is not None:
-                for path in transcripts:  # gone: the index drops their rows
-                    self.maintenance.schedule_index(path)
+                for path in transcripts:  # gone: the index drops their rows, every worker's
+                    try:
+                        await self.maintenance.index_file(path)
+                    except HarnessError as exc:  # the next re-index drops them
+                        logger.warning("could not drop %s from the memory index: %s", path, exc)
             return bool(saved)
 
     async def resume(

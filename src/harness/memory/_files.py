@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from harness.filesystem import DEFAULT_MAX_STORAGE_BYTES
@@ -107,11 +107,14 @@ def scan(workspace: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-async def scan_workspace(workspace: WorkspaceManager) -> dict[str, tuple[int, int]]:
+async def scan_workspace(
+    workspace: WorkspaceManager, owners: Collection[str] | None = None
+) -> dict[str, tuple[int, int]]:
     """:func:`scan` through the workspace's backend (a store shared by several workers).
 
     The (size, mtime_ns) pairs come from the backend's listings, so unchanged files are not
-    fetched again.
+    fetched again. ``owners`` (as :func:`owner_of` names them, ``""`` for the shared files)
+    limits the listing to those namespaces; None lists every one.
     """
     found: dict[str, tuple[int, int]] = {}
 
@@ -121,7 +124,10 @@ async def scan_workspace(workspace: WorkspaceManager) -> dict[str, tuple[int, in
             if keep(name) and not name.startswith(".") and named_in_utf8(info.path):
                 found[info.path] = (info.size, int(info.modified * 1_000_000_000))
 
-    roots = [""] + [f"{USERS_DIR}/{name}/" for name in await workspace.list_dirs(USERS_DIR)]
+    names = await workspace.list_dirs(USERS_DIR) if owners is None else owners
+    roots = [f"{USERS_DIR}/{name}/" for name in names if name]
+    if owners is None or "" in owners:
+        roots.insert(0, "")
     for prefix in roots:
         await add(prefix.rstrip("/"), lambda name: name == MEMORY_MD)
         await add(f"{prefix}{MEMORY_DIR}", lambda name: name.endswith(".md"))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -34,7 +34,8 @@ from typing import ClassVar
 
 from harness.context import RuntimeContext
 from harness.kernel import ChatModel
-from harness.memory._files import read_limit, scan_workspace
+from harness.memory._files import owner_of, read_limit, scan_workspace
+from harness.memory.changes import ChangeFeed
 from harness.memory.config import Clock, MemoryConfig, utc_now
 from harness.memory.consolidation import ConsolidationResult, MemoryConsolidator
 from harness.memory.gate import PROCESS_GATE, Gate
@@ -51,6 +52,7 @@ from harness.workspace import (
     TRACES_DIR,
     USERS_DIR,
     WorkspaceManager,
+    safe_segment,
     scoped,
     user_from_segment,
 )
@@ -73,17 +75,20 @@ async def sync_index(
     workspace: WorkspaceManager,
     *,
     progress: Callable[[int, int], None] | None = None,
+    owners: Collection[str] | None = None,
 ) -> IndexStats:
     """Bring an open index up to date with the workspace's files, changed ones only.
 
     On the local disk the index scans the directory itself; on another backend (a store
     shared by several workers) the memory files are listed through it and only those whose
-    size or time changed since the index last saw them are fetched. ``progress(done, total)``
-    is called from a worker thread after each file.
+    size or time changed since the index last saw them are fetched; ``owners`` limits that to
+    some namespaces (``""`` for the shared files, a user's segment for theirs), the rows of
+    the others kept as they are. ``progress(done, total)`` is called from a worker thread
+    after each file.
     """
     if workspace.is_local:
         return await index.aindex_all_from_workspace(workspace.root, progress=progress)
-    found = await scan_workspace(workspace)
+    found = await scan_workspace(workspace, owners)
     known = await asyncio.to_thread(index.known_files)
     texts = {
         path: await workspace.read_own(path, limit=read_limit(path)) or ""
@@ -94,7 +99,7 @@ async def sync_index(
         index.index_files,
         found,
         lambda path: texts.get(path, ""),
-        lambda _: False,
+        (lambda _: False) if owners is None else (lambda path: owner_of(path) not in owners),
         progress=progress,
     )
 
@@ -165,6 +170,11 @@ class MemoryMaintenance:
         self._background: set[asyncio.Task[None]] = set()
         self._held: dict[tuple[str | None, ...], list[tuple[str, Job]]] = {}
         self._key: tuple[Path, MemoryConfig, int] | None = None  # its entry in _running
+        # With a store, every worker has an index of its own: the others' changes come from
+        # the store's change feed, each namespace's from where this worker last looked.
+        where = None if workspace.is_local else workspace.out_of_reach("memory-changes")
+        self.changes = None if where is None or isinstance(where, Path) else ChangeFeed(where)
+        self._seen: dict[str, int] = {}
 
     @classmethod
     def for_workspace(
@@ -351,6 +361,31 @@ class MemoryMaintenance:
             await asyncio.shield(catching_up)
         await self.settled()
 
+    async def ready_for(self, user_id: str | None) -> None:
+        """:meth:`ready`, and with a store, the user's memory as every worker left it.
+
+        On the local disk every process writes the one index beside the workspace. With a
+        store each worker keeps an index of its own, which would otherwise learn of another
+        worker's writes only at its next start or maintenance pass: the files the change feed
+        (:mod:`harness.memory.changes`) names since this worker last looked, in the shared
+        namespace and the user's, are indexed again (a namespace is listed whole the first
+        time, or when the feed no longer holds all it missed).
+        """
+        await self.ready()
+        if self.index is None or self.changes is None:
+            return
+        for owner in {"", safe_segment(user_id) if user_id else ""}:
+            try:
+                changes = await self.changes.since(owner, self._seen.get(owner))
+                if changes.paths is None:
+                    await sync_index(self.index, self.workspace, owners={owner})
+                for path in changes.paths or ():
+                    await self._index_one(path)
+            except Exception as exc:  # the search goes on with what the index holds
+                logger.warning("could not bring the index up to date from the store: %s", exc)
+                continue
+            self._seen[owner] = changes.seq
+
     async def settled(self) -> None:
         """Wait until the background work scheduled so far is done and its files indexed."""
         while self._background:
@@ -369,25 +404,43 @@ class MemoryMaintenance:
                 logger.warning("could not index %s (the next re-index will): %s", path, exc)
 
     async def index_file(self, path: str) -> None:
-        """Bring the index up to date with one workspace file (after an append)."""
+        """Bring the index up to date with one workspace file this process wrote (or deleted).
+
+        With a store, the other workers are told of it through the change feed.
+        """
         if self.index is None:
             return
+        await self._index_one(path)
+        await self._noted(path)
+
+    async def _index_one(self, path: str) -> None:
+        assert self.index is not None
         await self.start()
         text = await self.workspace.read_own(path, limit=read_limit(path)) or ""
         await self.index.aindex_from_string(path, text)
+
+    async def _noted(self, *paths: str) -> None:
+        """Tell the other workers of a store that these indexed files changed."""
+        if self.changes is not None:
+            for path in paths:
+                await self.changes.note(owner_of(path), path)
 
     async def run(self) -> MaintenanceReport:
         """One full pass: archive, consolidate, prune every namespace, then re-index."""
         report = MaintenanceReport()
         for user_id in await self._namespaces():
-            report.archived += await self._archive(user_id)
+            archived = await self._archive(user_id)
+            report.archived += archived
+            changed = list(archived)
             if self.consolidator is not None:
                 result = await self.consolidator.consolidate(user_id)
                 if result.updated:
                     report.consolidated.append(user_id or "(shared)")
+                    changed.append(MEMORY_MD)
             pruned, expired = await self._prune(user_id)
             report.pruned += pruned
             report.expired += expired
+            await self._noted(*(scoped(path, user_id) for path in changed + pruned))
         if self.cleanup is not None:  # the agent's: evicted tool results past their age
             report.evictions_deleted = await self.cleanup(self.clock())
         if self.index is not None:

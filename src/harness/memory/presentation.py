@@ -210,7 +210,7 @@ async def search_memory(
     if index is None:
         return []
     await maintenance.start()
-    await maintenance.ready()  # files written earlier, by this process or any other
+    await maintenance.ready_for(user_id)  # files written earlier, by this process or any other
     found, book = await asyncio.gather(
         index.asearch(query, limit, user_id=user_id), provenance.book(user_id)
     )
