@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _cli_runner import CONSOLIDATION_PROMPT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -28,6 +29,12 @@ from harness.memory.index import MemoryIndex
 def model(tmp_path: Path) -> str:
     turns = [
         {"match": "Extract NEW memories", "text": "- The user likes tea. [m1]", "repeat": True},
+        # Consolidation may run before a run exits: it merges what the flush wrote.
+        {
+            "match": CONSOLIDATION_PROMPT,
+            "text": "# Memory\n\n- The user likes tea.",
+            "repeat": True,
+        },
         {"text": "Noted.", "repeat": True},
     ]
     script = tmp_path / "script.json"
