@@ -87,7 +87,7 @@ from harness.observability import record, trace_path
 from harness.options import DEFAULT_AGENT_NAME, AgentOptions
 from harness.session import CompactionLog, SessionFsync, SessionStore
 from harness.session.keys import session_key
-from harness.session.lease import DEFAULT_SESSION_WAIT, SessionLeases, leases_for
+from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases, leases_for
 from harness.stores.base import BaseStore
 from harness.subagents import (
     DEFAULT_SUBAGENTS,
@@ -507,6 +507,8 @@ class HarnessAgent:
             if close is not None:
                 await close()
         self._owned.clear()
+        if isinstance(self.leases, FileLeases):  # the lock files it kept open between calls
+            self.leases.close_idle()
 
     async def __aenter__(self) -> Self:
         return self

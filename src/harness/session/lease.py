@@ -30,6 +30,7 @@ import logging
 import os
 import secrets
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
@@ -87,6 +88,11 @@ class FileLeases:
         self.keep = keep
         self._idle: collections.OrderedDict[Path, int] = collections.OrderedDict()
         self._pid = os.getpid()
+        weakref.finalize(self, _close_all, self._idle)  # a dropped FileLeases leaks none
+
+    def close_idle(self) -> None:
+        """Close the kept descriptors (none of them holds a lock); a later hold opens anew."""
+        _close_all(self._idle)
 
     @contextlib.asynccontextmanager
     async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
@@ -99,7 +105,7 @@ class FileLeases:
 
     async def _take(self, path: Path) -> int | None:
         if self._pid != os.getpid():  # a forked child: the parent's descriptors are not ours
-            self._idle.clear()
+            _close_all(self._idle)  # its copies: closing them leaves the parent's as they are
             self._pid = os.getpid()
         fd = self._idle.pop(path, None)
         if fd is None:
@@ -126,6 +132,11 @@ class FileLeases:
         self._idle[path] = fd
         while len(self._idle) > self.keep:
             os.close(self._idle.popitem(last=False)[1])
+
+
+def _close_all(idle: collections.OrderedDict[Path, int]) -> None:
+    while idle:
+        os.close(idle.popitem()[1])
 
 
 class StoreLeases:

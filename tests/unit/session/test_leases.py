@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import gc
 import multiprocessing
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness import HarnessAgent, RuntimeContext
 from harness.errors import SessionBusy
+from harness.models import ScriptedChatModel
 from harness.session import FileLeases, StoreLeases
 from harness.stores import InMemoryStore
 
@@ -141,3 +146,32 @@ async def test_a_kept_descriptor_still_excludes_another_process(tmp_path: Path) 
             held = await loop.run_in_executor(other, _hold_in_a_process, str(tmp_path), "s")
             assert held == "busy"
         assert await loop.run_in_executor(other, _hold_in_a_process, str(tmp_path), "s") == "held"
+
+
+def _lock_files_open(directory: Path) -> int:
+    """How many of this process's descriptors are open on a file in ``directory``."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += Path(os.readlink(f"/proc/self/fd/{fd}")).parent == directory.resolve()
+    return found
+
+
+async def test_kept_descriptors_are_closed_with_the_agent_or_when_dropped(tmp_path: Path) -> None:
+    leases = FileLeases(tmp_path / "leases")
+    for key in ("a", "b", "c"):
+        async with leases.hold(key, wait=1.0):
+            pass
+    assert _lock_files_open(tmp_path / "leases") == 3  # kept for the sessions' next calls
+    del leases
+    gc.collect()
+    assert _lock_files_open(tmp_path / "leases") == 0
+
+    model = ScriptedChatModel([{"text": "hi", "repeat": True}])
+    async with HarnessAgent(model=model, workspace=tmp_path / "ws", memory=None) as agent:
+        for session in ("s1", "s2"):
+            await agent.call("hello", ctx=RuntimeContext(session_id=session))
+        assert isinstance(agent.leases, FileLeases)
+        directory = agent.leases.directory
+        assert _lock_files_open(directory) == 2
+    assert _lock_files_open(directory) == 0  # aclose let them go
