@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,41 +29,63 @@ from harness.serve.turns import Turns
 
 QUESTION = "Please keep this question: what is the capital of Portugal?"
 
+T = TypeVar("T")
 
-async def _stop_at(load_delay: float, stop_after: float, detach: bool, cancel: bool) -> None:
+
+def in_a_workspace(main: Callable[[Path], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main`` with a new workspace directory on an event loop of its own.
+
+    The directory outlives the loop, whose end waits for its worker threads: a lock file a
+    thread takes after its caller was cancelled is made before the directory is removed.
+    """
     with tempfile.TemporaryDirectory() as top:
-        model = ScriptedChatModel([{"text": "Lisbon.", "delay": 0.03, "repeat": True}])
-        agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
-        async with agent:
-            load = agent.sessions.load
+        return asyncio.run(main(Path(top) / "ws"))
 
-            async def slow_load(*args: Any, **kwargs: Any) -> list[Msg]:
-                await asyncio.sleep(load_delay)
-                return await load(*args, **kwargs)
 
-            agent.sessions.load = slow_load  # type: ignore[method-assign]
-            turns = Turns(agent, ServeConfig())
-            ctx = turns.context(None, "s")
-            starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=detach))
-            await asyncio.sleep(stop_after)
-            told = starting.done()
-            if told:  # the client has heard turn.started: now it stops the turn
-                turn = starting.result()
-                assert turn.emitted[0][0] == "turn.started"
-                if cancel:
-                    turn.stop()  # the cancel route
-                else:
-                    await turn.aclose()  # the client left: stops a turn not detached
-                await turn.wait()
-            else:  # the client leaves before it heard anything
-                starting.cancel()
-                await asyncio.gather(starting, return_exceptions=True)
-            await turns.aclose()
-            agent.sessions.load = load  # type: ignore[method-assign]
-            saved = [message.text for message in await agent.sessions.load(ctx)]
-        if told:
-            assert QUESTION in saved, (load_delay, stop_after, detach, cancel, saved)
-        assert saved.count(QUESTION) <= 1
+def slowed(agent: HarnessAgent, seconds: float) -> Callable[[], None]:
+    """Make the agent's session loads take ``seconds`` longer; returns what undoes it."""
+    load = agent.sessions.load
+
+    async def slow_load(*args: Any, **kwargs: Any) -> list[Msg]:
+        await asyncio.sleep(seconds)
+        return await load(*args, **kwargs)
+
+    agent.sessions.load = slow_load  # type: ignore[method-assign]
+
+    def undo() -> None:
+        agent.sessions.load = load  # type: ignore[method-assign]
+
+    return undo
+
+
+async def _stop_at(
+    workspace: Path, load_delay: float, stop_after: float, detach: bool, cancel: bool
+) -> None:
+    model = ScriptedChatModel([{"text": "Lisbon.", "delay": 0.03, "repeat": True}])
+    async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
+        undo = slowed(agent, load_delay)
+        turns = Turns(agent, ServeConfig())
+        ctx = turns.context(None, "s")
+        starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=detach))
+        await asyncio.sleep(stop_after)
+        told = starting.done()
+        if told:  # the client has heard turn.started: now it stops the turn
+            turn = starting.result()
+            assert turn.emitted[0][0] == "turn.started"
+            if cancel:
+                turn.stop()  # the cancel route
+            else:
+                await turn.aclose()  # the client left: stops a turn not detached
+            await turn.wait()
+        else:  # the client leaves before it heard anything
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+        await turns.aclose()
+        undo()
+        saved = [message.text for message in await agent.sessions.load(ctx)]
+    if told:
+        assert QUESTION in saved, (load_delay, stop_after, detach, cancel, saved)
+    assert saved.count(QUESTION) <= 1
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -75,19 +98,17 @@ async def _stop_at(load_delay: float, stop_after: float, detach: bool, cancel: b
 def test_a_turn_the_client_heard_start_keeps_its_question_whenever_it_stops(
     load_delay: float, stop_after: float, detach: bool, cancel: bool
 ) -> None:
-    asyncio.run(_stop_at(load_delay, stop_after, detach, cancel))
+    in_a_workspace(lambda ws: _stop_at(ws, load_delay, stop_after, detach, cancel))
 
 
 def test_the_stream_sends_turn_started_once_and_never_the_accepted_marker() -> None:
-    async def events() -> list[str]:
-        with tempfile.TemporaryDirectory() as top:
-            model = ScriptedChatModel([{"text": "Lisbon."}])
-            agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
-            async with agent:
-                turns = Turns(agent, ServeConfig())
-                return [name async for name, _ in turns.run(turns.context(None, "s"), QUESTION)]
+    async def events(workspace: Path) -> list[str]:
+        model = ScriptedChatModel([{"text": "Lisbon."}])
+        async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
+            turns = Turns(agent, ServeConfig())
+            return [name async for name, _ in turns.run(turns.context(None, "s"), QUESTION)]
 
-    names = asyncio.run(events())
+    names = in_a_workspace(events)
     assert names[0] == "turn.started"
     assert names.count("turn.started") == 1
     assert "accepted" not in names
@@ -96,21 +117,40 @@ def test_the_stream_sends_turn_started_once_and_never_the_accepted_marker() -> N
 
 
 def test_a_turn_that_fails_before_the_agent_took_its_input_still_starts_with_turn_started() -> None:
-    async def emitted() -> list[tuple[str, Any]]:
-        with tempfile.TemporaryDirectory() as top:
-            model = ScriptedChatModel([{"text": "Lisbon."}])
-            agent = HarnessAgent(model=model, workspace=Path(top) / "ws", memory=None)
-            async with agent:
+    async def emitted(workspace: Path) -> list[tuple[str, Any]]:
+        model = ScriptedChatModel([{"text": "Lisbon."}])
+        async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
 
-                async def broken(*args: Any, **kwargs: Any) -> list[Msg]:
-                    raise RuntimeError("a bug in a backend")
+            async def broken(*args: Any, **kwargs: Any) -> list[Msg]:
+                raise RuntimeError("a bug in a backend")
 
-                agent.sessions.load = broken  # type: ignore[method-assign]
-                turns = Turns(agent, ServeConfig())
-                turn = await stream_turn(turns, turns.context(None, "s"), QUESTION)
-                await turn.wait()
-                return list(turn.emitted)
+            agent.sessions.load = broken  # type: ignore[method-assign]
+            turns = Turns(agent, ServeConfig())
+            turn = await stream_turn(turns, turns.context(None, "s"), QUESTION)
+            await turn.wait()
+            return list(turn.emitted)
 
-    events = asyncio.run(emitted())
+    events = in_a_workspace(emitted)
     assert [name for name, _ in events] == ["turn.started", "error"]
     assert events[1][1]["code"] == "internal_error"
+
+
+def test_closing_stops_a_detached_turn_whose_client_left_before_it_started() -> None:
+    """Such a turn is in no list a reconnect reads yet, but the server's close must stop it:
+    left running, it went on writing into a workspace its agent had closed."""
+
+    async def run(workspace: Path) -> None:
+        model = ScriptedChatModel([{"text": "Lisbon.", "delay": 5}])
+        async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
+            slowed(agent, 0.2)
+            turns = Turns(agent, ServeConfig())
+            ctx = turns.context(None, "s")
+            starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=True))
+            await asyncio.sleep(0.01)
+            starting.cancel()  # the client leaves before turn.started
+            await asyncio.gather(starting, return_exceptions=True)
+            assert len(turns.running) == 1  # detached: it goes on
+            await asyncio.wait_for(turns.aclose(), timeout=2)
+            assert not turns.running
+
+    in_a_workspace(run)

@@ -170,6 +170,8 @@ class TurnStream:
         self._stopping = False
         self._log: TurnLogWriter | None = None
         self._pump = asyncio.create_task(self._run(text), name=f"turn-{self.id[:8]}")
+        turns.running.add(self)
+        self._pump.add_done_callback(lambda _: turns.running.discard(self))
 
     @property
     def directory(self) -> str:

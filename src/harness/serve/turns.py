@@ -88,12 +88,18 @@ class Turns:
         agent.flush_observers.append(self._flushed)
         self.live: dict[str, TurnStream] = {}
         """The turns this process runs, by session directory: what a reconnect reads first."""
+        self.running: set[TurnStream] = set()
+        """Every turn of this process until it ends, also one not started yet."""
 
     async def aclose(self) -> None:
-        """Stop the turns still running (detached ones whose clients left) and wait for them."""
-        for turn in list(self.live.values()):
+        """Stop the turns still running and wait for them.
+
+        Detached ones whose clients left, and those whose clients left before they started.
+        """
+        turns = list(self.running)
+        for turn in turns:
             turn.stop()
-        for turn in list(self.live.values()):
+        for turn in turns:
             await turn.wait()
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
