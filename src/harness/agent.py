@@ -797,10 +797,8 @@ class HarnessAgent:
         waiting = (
             await self.approvals.waiting(self.sessions.directory(ctx)) if self.approvals else ()
         )
-        # Two reads, side by side: the call waits for one round trip to the storage, not two.
-        return await asyncio.gather(
-            self.sessions.load(ctx, waiting=waiting), self.sessions.load_state(ctx)
-        )
+        # Messages and state in one round trip to the storage (one worker-thread hop).
+        return await self.sessions.restore(ctx, waiting=waiting)
 
 
 def _as_task(message: Msg) -> Msg:

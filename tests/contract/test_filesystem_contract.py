@@ -639,6 +639,32 @@ async def test_append_after_put_and_put_after_append(fs: AbstractFilesystem, ali
     assert got[0] == b"reset\n"
 
 
+async def test_get_many_reads_each_path_in_order(fs: AbstractFilesystem, alice: Ctx) -> None:
+    await fs.put("s/a", b"one", alice)
+    await fs.put("s/b", b"two", alice)
+    got = await fs.get_many(["s/b", "s/missing", "s/a"], alice)
+    assert [found[0] if found else None for found in got] == [b"two", None, b"one"]
+    assert got[0] == await fs.get("s/b", alice)  # the same version as a get's
+
+
+async def test_an_appender_write_appends_then_replaces_beside_it(
+    fs: AbstractFilesystem, alice: Ctx
+) -> None:
+    appender = fs.appender("s/messages.jsonl", alice)
+    try:
+        await appender.write(b"1\n", replace={"state.json": b"{}"}, sync=False)
+        await appender.write(b"2\n", replace={"state.json": b'{"n":2}'})
+        await appender.write(replace={"messages.jsonl": b"new\n"})  # its own file
+        await appender.write(b"3\n", release=True)
+        await appender.write(b"4\n")  # a write after the release takes the file again
+    finally:
+        await appender.aclose()
+    assert (await fs.get("s/messages.jsonl", alice) or (b"",))[0] == b"new\n3\n4\n"
+    assert (await fs.get("s/state.json", alice) or (b"",))[0] == b'{"n":2}'
+    with pytest.raises(ValueError, match="not the name of a file"):
+        await appender.write(replace={"../escape": b"x"})
+
+
 async def test_storage_ops_refuse_escapes(fs: AbstractFilesystem, alice: Ctx) -> None:
     with pytest.raises(PathOutsideWorkspace):
         await fs.get("../bob/x", alice)

@@ -205,8 +205,15 @@ def locked(directory: int, name: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def replace(directory: int, name: str, data: bytes) -> None:
-    """Atomically replace (or create) ``name`` in a held directory, keeping the old mode."""
+def replace(directory: int, name: str, data: bytes, *, sync: bool = True) -> None:
+    """Atomically replace (or create) ``name`` in a held directory, keeping the old mode.
+
+    ``sync=False`` leaves out both ``fsync`` calls: the rename is still atomic, so a crashed
+    process leaves the old file or the new one, but after a power loss the disk may hold
+    either (or, on a file system that does not order the data before the rename, an empty
+    file). For files whose loss on a power cut costs nothing that was accepted (a session's
+    state, outside ``session_fsync``).
+    """
     old = lstat(directory, name)
     mode = stat.S_IMODE(old.st_mode) if old and stat.S_ISREG(old.st_mode) else _NEW_FILE_MODE
     temporary = f".{name}.{secrets.token_hex(4)}.tmp"
@@ -220,7 +227,8 @@ def replace(directory: int, name: str, data: bytes) -> None:
         try:
             os.fchmod(fd, mode)
             _write_all(fd, data)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
@@ -228,7 +236,8 @@ def replace(directory: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=directory)
         raise
-    os.fsync(directory)  # the rename itself reaches the disk
+    if sync:
+        os.fsync(directory)  # the rename itself reaches the disk
 
 
 def append(directory: int, name: str, data: bytes) -> None:
@@ -285,6 +294,15 @@ class HeldFile:
     def sync(self) -> None:
         """``fsync`` the held file."""
         os.fsync(self._file)
+
+    def replace(self, name: str, data: bytes, *, sync: bool = True) -> None:
+        """:func:`replace` a file of the held file's directory (or the file itself), under its lock.
+
+        The directory is the one the held file was reached by, so no walk from the root is
+        needed; the sidecar lock excludes every other writer of that file, as a ``put`` does.
+        """
+        with locked(self._directory, name):
+            replace(self._directory, name, data, sync=sync)
 
     def close(self) -> None:
         for fd in (self._file, self._lock, self._directory):

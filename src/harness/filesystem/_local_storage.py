@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from harness.context import RuntimeContext
@@ -37,7 +37,7 @@ from harness.filesystem._local_paths import (
     locked_file,
 )
 from harness.filesystem._semantics import shown_path, too_large_message
-from harness.filesystem.base import MISSING, Appender, Storage, Version
+from harness.filesystem.base import MISSING, Appender, Storage, Version, sibling
 
 __all__ = ["LocalStorage"]
 
@@ -64,6 +64,19 @@ class LocalStorage(LocalPaths, Storage):
         return await asyncio.to_thread(
             _storage, path, lambda: self._retry_fresh(path, ctx, lambda t: self._get(t, path, cap))
         )
+
+    async def get_many(
+        self, paths: Sequence[str], ctx: RuntimeContext | None = None, *, limit: int | None = None
+    ) -> list[tuple[bytes, Version] | None]:
+        """:meth:`get` of each path, all in one worker-thread hop (:meth:`Storage.get_many`)."""
+        cap = self.max_storage_bytes if limit is None else min(limit, self.max_storage_bytes)
+
+        def read(path: str) -> tuple[bytes, Version] | None:
+            return _storage(
+                path, lambda: self._retry_fresh(path, ctx, lambda t: self._get(t, path, cap))
+            )
+
+        return await asyncio.to_thread(lambda: [read(path) for path in paths])
 
     def _get(self, target: Target, path: str, limit: int) -> tuple[bytes, Version] | None:
         data = _storage_read(target, path, limit)
@@ -203,6 +216,51 @@ class _HeldAppender(Appender):
             await super().sync()
         else:
             await asyncio.to_thread(_storage, self.path, held.sync)
+
+    async def write(
+        self,
+        data: bytes = b"",
+        *,
+        replace: Mapping[str, bytes] | None = None,
+        sync: bool = True,
+        release: bool = False,
+    ) -> None:
+        """The append and the replacements in one worker-thread hop (:meth:`Appender.write`).
+
+        The files beside the held one are replaced through the directory the held file was
+        reached by (no second walk from the root), each under its sidecar lock, as
+        :meth:`LocalStorage.put` replaces it.
+        """
+        blob = bytes(data)
+        names = {name: bytes(value) for name, value in (replace or {}).items()}
+        for name in names:
+            sibling(self.path, name)  # a plain name, or ValueError before anything is written
+        try:
+            await asyncio.to_thread(
+                _storage, self.path, lambda: self._write(blob, names, sync=sync, release=release)
+            )
+        except BaseException:
+            if release:
+                await self.aclose()
+            raise
+
+    def _write(self, data: bytes, names: Mapping[str, bytes], *, sync: bool, release: bool) -> None:
+        if data:
+            self._append(data)
+        if names:
+            held = self._held
+            if held is None:
+                held = self._held = self._local._retry_fresh(
+                    self.path, self.ctx, lambda target: self._local._hold(target, self.path)
+                )
+            for name, blob in names.items():
+                held.replace(name, blob, sync=sync)
+            if held.name in names:  # its own file was replaced: the next append opens the new one
+                self._held = None
+                held.close()
+        if release and self._held is not None:  # closed here, not in a second hop
+            held, self._held = self._held, None
+            held.close()
 
     async def aclose(self) -> None:
         held, self._held = self._held, None

@@ -34,7 +34,7 @@ UTF-8; a file that is not valid UTF-8 is read as base64 (``FileData.encoding``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final, Literal, Protocol, runtime_checkable
@@ -72,6 +72,7 @@ __all__ = [
     "WriteResult",
     "check_path",
     "namespace_prefix",
+    "sibling",
 ]
 
 Version = str
@@ -327,6 +328,17 @@ class Storage(ABC):
                 holds more than the limit; it is not read.
         """
 
+    async def get_many(
+        self, paths: Sequence[str], ctx: RuntimeContext | None = None, *, limit: int | None = None
+    ) -> list[tuple[bytes, Version] | None]:
+        """:meth:`get` of each path, in order: in one round trip where the backend can.
+
+        Optional: by default one :meth:`get` after the other. A caller that needs several
+        files before it can go on (a session's messages and its state) asks for them at once,
+        and the local disk reads them in one worker-thread hop.
+        """
+        return [await self.get(path, ctx, limit=limit) for path in paths]
+
     @abstractmethod
     async def put(
         self,
@@ -419,8 +431,54 @@ class Appender:
         """Make the appends so far survive a power loss (:meth:`Storage.sync`)."""
         await self.storage.sync(self.path, self.ctx)
 
+    async def write(
+        self,
+        data: bytes = b"",
+        *,
+        replace: Mapping[str, bytes] | None = None,
+        sync: bool = True,
+        release: bool = False,
+    ) -> None:
+        """Append ``data`` (if any), then replace files beside this one, in one trip if possible.
+
+        For a writer whose step changes several files of one directory (a session's messages
+        and its state): a backend that can do it all in one round trip (the local disk: one
+        worker-thread hop) does, so a step costs one hop however many files it touches.
+
+        Args:
+            data: One whole record to append, as :meth:`append`; nothing when empty.
+            replace: Files of this file's directory, by name (this file's own name too: its
+                next append then goes to the new file), each replaced atomically as
+                :meth:`Storage.put` does, in the order given.
+            sync: Whether the replaced files must be on the disk before this returns. False
+                keeps the rename atomic (a crash leaves the old file or the new one) and spares
+                the ``fsync`` calls; a power loss may then keep the old file. Backends with
+                nothing to sync ignore it (this default one always syncs as ``put`` does).
+            release: Let go of the held file afterwards, as :meth:`aclose` (the writer's last
+                write: no second round trip to close it).
+        """
+        if data:
+            await self.append(data)
+        for name, blob in (replace or {}).items():
+            await self.storage.put(sibling(self.path, name), blob, self.ctx)
+        if release:
+            await self.aclose()
+
     async def aclose(self) -> None:
         """Let go of what is held for the file (a later append takes it again)."""
+
+
+def sibling(path: str, name: str) -> str:
+    """The path of the file ``name`` in ``path``'s directory.
+
+    Raises:
+        ValueError: ``name`` is not one plain file name.
+    """
+    if not name or name in (".", "..") or "/" in name or "\x00" in name:
+        msg = f"{name!r} is not the name of a file beside {path!r}"
+        raise ValueError(msg)
+    head, slash, _ = path.rpartition("/")
+    return f"{head}{slash}{name}"
 
 
 class FileTools(ABC):

@@ -65,8 +65,10 @@ class SessionPersistenceHook(Hook):
         try:
             # The agent holds the session's lease for the whole call: nobody else writes it.
             end = not isinstance(event, PreReasoning)  # PostCall or Error: the call ends
-            await self.store.save(event.ctx, event.memory, exclusive=True, end=end)
-            await self.store.save_state(event.ctx, event.state)
+            # The state goes with the messages: one trip to the storage per step.
+            await self.store.save(
+                event.ctx, event.memory, exclusive=True, end=end, state=event.state
+            )
         except Exception as exc:
             paused = isinstance(event, Error) and isinstance(event.error, CallPaused)
             if isinstance(event, Error) and not paused:  # failed already: said beside its error

@@ -26,8 +26,9 @@ A damaged file is repaired on load, never silently shortened:
   so, so the conversation stays valid for the provider.
 
 The state is rewritten whole (atomically) when a hook changed it, which is rare: when a session
-starts, when the workspace's memory files change under it, after a compaction. It is read at
-every load (a call elsewhere may have changed it without changing the messages), and parsed
+starts, when the workspace's memory files change under it, after a compaction. A call writes it
+with the step's messages, in the same trip to the storage, and without ``fsync`` unless
+``fsync`` asks (its loss costs no message). It is read at every load (a call elsewhere may have changed it without changing the messages), and parsed
 only when its bytes changed. A state file that cannot be read is logged and the session goes
 on with an empty state: the hooks then start afresh, as for a new session, and no message is
 lost.
@@ -194,7 +195,29 @@ class SessionStore:
         answered with :data:`LOST_RESULT`.
         """
         path = self.path(ctx)
-        found = await self.workspace.get_bytes(path)
+        return await self._loaded(path, await self.workspace.get_bytes(path), waiting)
+
+    async def load_state(self, ctx: RuntimeContext) -> SessionState:
+        """The session's saved state; empty for a new session or an unreadable file."""
+        path = self._state_path(ctx)
+        return self._state_of(ctx, path, await self.workspace.get_bytes(path))
+
+    async def restore(
+        self, ctx: RuntimeContext, *, waiting: Collection[str] = ()
+    ) -> tuple[History, SessionState]:
+        """:meth:`load` and :meth:`load_state` together, both files read in one round trip.
+
+        What a call does first: on the local disk it costs one worker-thread hop, new session
+        or not (:meth:`~harness.filesystem.Storage.get_many`).
+        """
+        path, state_path = self.path(ctx), self._state_path(ctx)
+        found, found_state = await self.workspace.get_many_bytes([path, state_path])
+        messages = await self._loaded(path, found, waiting)
+        return messages, self._state_of(ctx, state_path, found_state)
+
+    async def _loaded(
+        self, path: str, found: tuple[bytes, str] | None, waiting: Collection[str]
+    ) -> History:
         data = found[0] if found is not None else b""
         known = self._known.get(path)
         kept = known.messages() if known is not None and known.matches(data) else None
@@ -215,10 +238,12 @@ class SessionStore:
             self._known.pop(path, None)
         return repaired
 
-    async def load_state(self, ctx: RuntimeContext) -> SessionState:
-        """The session's saved state; empty for a new session or an unreadable file."""
-        path = f"{self.directory(ctx)}/{STATE_FILE}"
-        found = await self.workspace.get_bytes(path)
+    def _state_path(self, ctx: RuntimeContext) -> str:
+        return f"{self.directory(ctx)}/{STATE_FILE}"
+
+    def _state_of(
+        self, ctx: RuntimeContext, path: str, found: tuple[bytes, str] | None
+    ) -> SessionState:
         if found is None:
             self._states.pop(path, None)
             return SessionState()
@@ -243,14 +268,20 @@ class SessionStore:
         return state.copy()
 
     async def save_state(self, ctx: RuntimeContext, state: SessionState) -> None:
-        """Persist the session's state if a hook changed it since it was loaded or saved."""
-        if not state.changed:
+        """Persist the session's state if a hook changed it since it was loaded or saved.
+
+        A call saves it with its messages instead (:meth:`save`'s ``state``): one trip.
+        """
+        data = _state_bytes(state)
+        if data is None:
             return
-        path = f"{self.directory(ctx)}/{STATE_FILE}"
-        # ASCII escapes keep every string exact, lone surrogates included.
-        data = json.dumps(state.values(), separators=(",", ":")).encode("ascii")
+        path = self._state_path(ctx)
         try:
-            await self.workspace.put_bytes(path, data)
+            appender = self._appenders.get(self.path(ctx))
+            if appender is not None:  # a call's: no fsync unless session_fsync asks
+                await appender.write(replace={STATE_FILE: data}, sync=self.fsync is not None)
+            else:
+                await self.workspace.put_bytes(path, data)
         except BaseException:
             self._states.pop(path, None)
             raise
@@ -278,6 +309,7 @@ class SessionStore:
         *,
         exclusive: bool = False,
         end: bool = False,
+        state: SessionState | None = None,
     ) -> None:
         """Persist the session's messages (append when they only grew, else atomic rewrite).
 
@@ -285,14 +317,26 @@ class SessionStore:
         since it loaded or saved it here, so nobody else wrote it meanwhile and a save that
         only grew the messages appends without reading the file first. The agent saves this
         way before every step. ``end``: the save that ends a call (with ``fsync="turn"`` it
-        syncs the call's appends to the disk).
+        syncs the call's appends to the disk; otherwise the held file is let go in the same
+        trip). ``state``: the session's state, written too if a hook changed it, in the same
+        trip as the messages while the call holds the file (:meth:`holding`): a step costs
+        one worker-thread hop on the local disk, a new session's first step too. The state
+        is then replaced atomically without ``fsync`` unless ``fsync`` is set: a crash keeps
+        the old state or the new one, and a power loss at worst the old one, which only makes
+        the hooks start afresh (no message depends on it).
         """
         path = self.path(ctx)
         # A History is kept as it is (it says when it was rewritten); anything else is copied.
         source = messages if isinstance(messages, History) else tuple(messages)
         rewrites = messages.rewrites if isinstance(messages, History) else 0
+        state_data = _state_bytes(state) if state is not None else None
+        state_path = self._state_path(ctx)
+        # The held file is let go with the call's last write, unless a sync is still to come.
+        release = end and self.fsync is None
         try:
-            await self._save(path, source, rewrites, exclusive=exclusive)
+            await self._save(
+                path, source, rewrites, exclusive=exclusive, state=state_data, release=release
+            )
             if path in self._unsynced and (self.fsync == "step" or (self.fsync and end)):
                 appender = self._appenders.get(path)
                 await (appender.sync() if appender else self.workspace.sync(path))
@@ -302,17 +346,28 @@ class SessionStore:
             # holds is unknown now, so the next save reads it and rewrites it if it differs,
             # instead of appending the same messages a second time.
             self._known.pop(path, None)
+            if state_data is not None:
+                self._states.pop(state_path, None)
             raise
+        if state is not None and state_data is not None:
+            state.changed = False
+            self._states[state_path] = (state_data, state)
 
     async def _save(
-        self, path: str, source: Sequence[Msg], rewrites: int, *, exclusive: bool
+        self,
+        path: str,
+        source: Sequence[Msg],
+        rewrites: int,
+        *,
+        exclusive: bool,
+        state: bytes | None = None,
+        release: bool = False,
     ) -> None:
         count = len(source)
         known = self._known.get(path)
         if exclusive and known is not None and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
-            if new:
-                await self._append(path, new)
+            await self._write(path, new, state, release=release)
             tail = (known.tail + new)[-_TAIL:]
             self._known[path] = _Known(known.size + len(new), tail, source, count, rewrites)
             return
@@ -320,20 +375,47 @@ class SessionStore:
         data = found[0] if found is not None else b""
         if known is not None and known.matches(data) and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
-            if new:
-                await self._append(path, new)
+            await self._write(path, new, state, release=release)
             data += new
         else:
             data = _serialize(source[:count])
-            await self.workspace.put_bytes(path, data)
+            await self._rewrite(path, data, state, release=release)
             self._unsynced.discard(path)  # a rewrite is synced (temporary file, fsync, rename)
         self._known[path] = _Known(len(data), data[-_TAIL:], source, count, rewrites)
 
-    async def _append(self, path: str, data: bytes) -> None:
-        if self.fsync is not None:
+    async def _write(self, path: str, data: bytes, state: bytes | None, *, release: bool) -> None:
+        """Append ``data`` and replace the state (when given), in one trip if the file is held."""
+        if data and self.fsync is not None:
             self._unsynced.add(path)
         appender = self._appenders.get(path)
-        await (appender.append(data) if appender else self.workspace.append_bytes(path, data))
+        if appender is None:  # not a call's save: one operation each
+            if data:
+                await self.workspace.append_bytes(path, data)
+            if state is not None:
+                await self.workspace.put_bytes(path.rsplit("/", 1)[0] + "/" + STATE_FILE, state)
+            return
+        if data or state is not None or release:
+            await appender.write(
+                data,
+                replace={STATE_FILE: state} if state is not None else None,
+                sync=self.fsync is not None,
+                release=release,
+            )
+
+    async def _rewrite(self, path: str, data: bytes, state: bytes | None, *, release: bool) -> None:
+        """Replace the messages, and the state when given, in one trip if the file is held.
+
+        Synced in every mode (a power loss must not cost the conversation); rewrites are rare
+        (a compaction, a repaired file), so this costs a step nothing.
+        """
+        appender = self._appenders.get(path)
+        if appender is None:
+            await self.workspace.put_bytes(path, data)
+            if state is not None:
+                await self.workspace.put_bytes(path.rsplit("/", 1)[0] + "/" + STATE_FILE, state)
+            return
+        replace = {MESSAGES_FILE: data} | ({STATE_FILE: state} if state is not None else {})
+        await appender.write(replace=replace, sync=True, release=release)
 
     async def _quarantine(self, path: str, bad: list[_BadLine]) -> None:
         """Copy unreadable lines beside the session before any save can drop them.
@@ -437,6 +519,14 @@ def _starts_with(messages: Sequence[Msg], prefix: Sequence[Msg]) -> bool:
     return len(messages) >= len(prefix) and all(
         a is b for a, b in zip(messages, prefix, strict=False)
     )
+
+
+def _state_bytes(state: SessionState) -> bytes | None:
+    """The state's file, or None when no hook changed it since it was loaded or saved."""
+    if not state.changed:
+        return None
+    # ASCII escapes keep every string exact, lone surrogates included.
+    return json.dumps(state.values(), separators=(",", ":")).encode("ascii")
 
 
 def _serialize(messages: Sequence[Msg]) -> bytes:

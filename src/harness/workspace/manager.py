@@ -250,6 +250,17 @@ class WorkspaceManager:
         """
         return await self.backend.get(scoped(path, user_id), limit=limit)
 
+    async def get_many_bytes(
+        self, paths: Sequence[str], user_id: str | None = None, *, limit: int | None = None
+    ) -> list[tuple[bytes, str] | None]:
+        """:meth:`get_bytes` of several files, in one round trip to the backend where it can.
+
+        (:meth:`~harness.filesystem.Storage.get_many`: one worker-thread hop on the local
+        disk, for a caller that needs them all before it goes on, as a call restoring its
+        session does.)
+        """
+        return await self.backend.get_many([scoped(p, user_id) for p in paths], limit=limit)
+
     def unusable_in(self, user_id: str | None) -> dict[str, str]:
         """The files of the user's namespace a read skipped, by namespace path, and why."""
         prefix = user_prefix(user_id)
