@@ -361,7 +361,7 @@ class ReActAgent:
                 if (
                     streamed
                     or overflows >= MAX_RECOVERIES
-                    or not await self._recover(call, step, error, overflows)
+                    or not await self._recover(call, event, error, overflows)
                 ):
                     raise
                 overflows += 1
@@ -414,10 +414,17 @@ class ReActAgent:
         return event
 
     async def _recover(
-        self, call: _Call, step: int, error: ContextOverflowError, attempt: int
+        self, call: _Call, request: PreReasoning, error: ContextOverflowError, attempt: int
     ) -> bool:
         """Offer the overflow to the hooks; True if one made memory fit (module docs)."""
-        event = ContextOverflow(**call.about(), step=step, error=error, attempt=attempt)
+        event = ContextOverflow(
+            **call.about(),
+            step=request.step,
+            error=error,
+            attempt=attempt,
+            messages=list(request.messages),
+            tools=list(request.tools),
+        )
         await self.hooks.dispatch(event)
         return event.recovered
 

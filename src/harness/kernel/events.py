@@ -99,13 +99,18 @@ class ContextOverflow(Event):
     Nothing of the step was streamed yet. A hook that makes ``memory`` shorter (compaction) sets
     ``recovered``, and the agent runs the step again from PreReasoning; otherwise ``error`` is
     raised. ``attempt`` counts the overflows of this step before this one (0 for the first), up
-    to ``MAX_RECOVERIES - 1``, so a hook can shrink harder each time.
+    to ``MAX_RECOVERIES - 1``, so a hook can shrink harder each time. ``messages`` and ``tools``
+    are the refused request as the hooks shaped it (read only): beside the sizes the provider
+    stated on ``error``, they tell a hook how much of the request memory is and how much never
+    shrinks (the system prompt, the tool schemas).
     """
 
     step: int
     error: BaseException
     attempt: int = 0
     recovered: bool = False
+    messages: list[Msg] = field(default_factory=list)
+    tools: list[ToolSchema] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
