@@ -38,12 +38,21 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import ValidationError
 
-from harness.approvals.ledger import ApprovalLedger, Record
+from harness.approvals.ledger import (
+    Approval,
+    ApprovalLedger,
+    Approvals,
+    Decided,
+    Finished,
+    Record,
+    Requested,
+    Started,
+    decision_record,
+)
 from harness.approvals.policy import (
     ApprovalPolicy,
     ApprovalRule,
@@ -87,67 +96,9 @@ def fingerprint(
     return hashlib.sha256(json.dumps(bound, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class _Approval:
-    """One approval as the ledger's records tell it."""
-
-    request: Record
-    decided: Record | None
-    started: int
-    finished: Record | None
-
-
-def _approvals(records: list[Record]) -> dict[str, _Approval]:
-    found: dict[str, _Approval] = {}
-    for record in records:
-        ident, kind = record.get("id"), record.get("kind")
-        if not isinstance(ident, str):
-            continue
-        if kind == "requested":
-            found[ident] = _Approval(record, None, 0, None)
-            continue
-        known = found.get(ident)
-        if known is None:
-            continue
-        if kind == "decided" and known.decided is None:
-            found[ident] = _Approval(known.request, record, known.started, known.finished)
-        elif kind == "started":
-            found[ident] = _Approval(known.request, known.decided, known.started + 1, None)
-        elif kind == "finished" and known.started:
-            found[ident] = _Approval(known.request, known.decided, known.started, record)
-    return found
-
-
-def _pending(approval: _Approval) -> PendingApproval:
-    request = approval.request
-    return PendingApproval(
-        id=request["id"],
-        tool=request["tool"],
-        arguments=request["arguments"],
-        description=request["description"],
-        decisions=frozenset(request["decisions"]),
-        requested_at=request["at"],
-        expires_at=request["expires_at"],
-        agent=request["agent"],
-        session_id=request["session_id"],
-        user_id=request["user_id"],
-        tool_call_id=request["tool_call_id"],
-        subagent=request.get("subagent"),
-        task_id=request.get("task_id"),
-    )
-
-
-def _decisions(approvals: Iterable[_Approval]) -> dict[str, ReviewerDecision]:
+def _decisions(approvals: Iterable[Approval]) -> dict[str, ReviewerDecision]:
     """The decisions taken on ``approvals``, by request id."""
-    return {
-        a.request["id"]: ReviewerDecision(
-            a.decided["decision"]["kind"],
-            arguments=a.decided["decision"].get("arguments"),
-            message=a.decided["decision"].get("message"),
-        )
-        for a in approvals
-        if a.decided is not None
-    }
+    return {a.request.id: a.decided.decision for a in approvals if a.decided is not None}
 
 
 class ApprovalGate:
@@ -184,20 +135,19 @@ class ApprovalGate:
 
     async def finished(self, key: str, call: ToolUseBlock, result: ToolResultBlock) -> None:
         """Record the end of a gated run (after the tool's result is final)."""
-        output = result.text
-        kept = {"output": output[:MAX_KEPT_RESULT], "is_error": result.is_error}
+        output = result.text[:MAX_KEPT_RESULT]
 
-        def change(records: list[Record]) -> list[Record]:
-            for ident, approval in _approvals(records).items():
-                if (
-                    approval.request.get("tool_call_id") == call.id
-                    and approval.started
-                    and approval.finished is None
-                ):
-                    return [{"kind": "finished", "id": ident, "at": self.clock(), "result": kept}]
+        def change(approvals: Approvals) -> list[Record]:
+            for approval in approvals.of_call(call.id):
+                if approval.started and approval.finished is None:
+                    ident = approval.request.id
+                    end = Finished(
+                        id=ident, at=self.clock(), output=output, is_error=result.is_error
+                    )
+                    return [end.as_record()]
             return []
 
-        await self.ledger.change(key, change)
+        await self.ledger.update(key, Approvals, change)
 
     async def delegated(
         self,
@@ -219,43 +169,37 @@ class ApprovalGate:
             p for p in pending if p.get("child_key") and (task_id or p.get("via_tool_call"))
         ]
 
-        def bound(p: Mapping[str, Any]) -> Record:
+        def request(p: Mapping[str, Any]) -> Requested:
             if task_id is not None:  # nothing of the session's waits: the task does
-                return {
-                    "tool_call_id": None,
-                    "task_id": task_id,
-                    "fingerprint": fingerprint("task", {}, agent, ctx, task_id),
-                }
-            call = str(p["via_tool_call"])
-            via = (str(p.get("via_tool")), p.get("via_input") or {})
-            return {"tool_call_id": call, "fingerprint": fingerprint(*via, agent, ctx, call)}
+                call, bound = None, fingerprint("task", {}, agent, ctx, task_id)
+            else:
+                call = str(p["via_tool_call"])
+                bound = fingerprint(
+                    str(p.get("via_tool")), p.get("via_input") or {}, agent, ctx, call
+                )
+            return Requested(
+                id=str(p["id"]),
+                at=now,
+                tool=str(p.get("tool")),
+                arguments=dict(p.get("arguments") or {}),
+                description=str(p.get("description") or ""),
+                decisions=tuple(p.get("decisions") or ("reject",)),
+                expires_at=p.get("expires_at") or now,
+                agent=agent,
+                session_id=ctx.session_id,
+                user_id=ctx.user_id,
+                tool_call_id=call,
+                fingerprint=bound,
+                subagent=p.get("subagent"),
+                child_key=str(p["child_key"]),
+                task_id=task_id,
+            )
 
-        def change(records: list[Record]) -> list[Record]:
-            known = _approvals(records)
-            return [
-                {
-                    "kind": "requested",
-                    "id": str(p["id"]),
-                    "at": now,
-                    "tool": p.get("tool"),
-                    "arguments": p.get("arguments"),
-                    "description": p.get("description"),
-                    "decisions": list(p.get("decisions") or ["reject"]),
-                    "expires_at": p.get("expires_at") or now,
-                    "agent": agent,
-                    "session_id": ctx.session_id,
-                    "user_id": ctx.user_id,
-                    "idempotent": False,
-                    **bound(p),
-                    "subagent": p.get("subagent"),
-                    "child_key": p["child_key"],
-                }
-                for p in surfaced
-                if str(p["id"]) not in known
-            ]
+        def change(approvals: Approvals) -> list[Record]:
+            return [request(p).as_record() for p in surfaced if str(p["id"]) not in approvals.by_id]
 
         if surfaced:
-            await self.ledger.change(key, change)
+            await self.ledger.update(key, Approvals, change)
 
     async def tasks_decided(
         self, key: str, ids: Iterable[str]
@@ -265,40 +209,43 @@ class ApprovalGate:
         ``{task id: (child key, every decision on that task's requests)}``: what continues
         each task (the same decision given to its child again is harmless).
         """
-        approvals = _approvals(await self.ledger.records(key))
-        wanted = {
-            str(approval.request["task_id"])
-            for ident in ids
-            if (approval := approvals.get(ident)) is not None and approval.request.get("task_id")
-        }
-        found: dict[str, tuple[str, dict[str, ReviewerDecision]]] = {}
-        for task_id in sorted(wanted):
-            mine = [a for a in approvals.values() if a.request.get("task_id") == task_id]
-            found[task_id] = (str(mine[-1].request["child_key"]), _decisions(mine))
-        return found
+        wanted = set(ids)
+
+        def ask(approvals: Approvals) -> dict[str, tuple[str, dict[str, ReviewerDecision]]]:
+            tasks = {
+                approval.request.task_id
+                for ident in wanted
+                if (approval := approvals.by_id.get(ident)) is not None
+            }
+            found: dict[str, tuple[str, dict[str, ReviewerDecision]]] = {}
+            for task_id in sorted(task for task in tasks if task):
+                mine = approvals.of_task(task_id)
+                found[task_id] = (str(mine[-1].request.child_key), _decisions(mine))
+            return found
+
+        return await self.ledger.query(key, Approvals, ask)
 
     async def waiting(self, key: str) -> set[str]:
         """The tool-call ids this session's ledger has requests for (left unrepaired on load)."""
-        return {
-            str(record["tool_call_id"])
-            for record in await self.ledger.records(key)
-            if record.get("kind") == "requested" and record.get("tool_call_id")
-        }
+        return await self.ledger.query(key, Approvals, Approvals.calls)
 
     async def pending(self, key: str) -> list[PendingApproval]:
         """The session's approvals that wait for a decision, oldest first.
 
         Not those expired: an expired request counts as rejected.
         """
-        approvals = _approvals(await self.ledger.records(key))
         now = self.clock()
-        return [
-            _pending(approval)
-            for approval in approvals.values()
-            if approval.decided is None
-            and not approval.started
-            and now <= approval.request["expires_at"]
-        ]
+
+        def ask(approvals: Approvals) -> list[PendingApproval]:
+            return [
+                approval.pending()
+                for approval in approvals.by_id.values()
+                if approval.decided is None
+                and not approval.started
+                and now <= approval.request.expires_at
+            ]
+
+        return await self.ledger.query(key, Approvals, ask)
 
     async def record(
         self, key: str, decisions: Mapping[str, ReviewerDecision], *, by: str | None = None
@@ -310,39 +257,31 @@ class ApprovalGate:
         :class:`UnknownApproval`; a decision the rule does not allow is a ``ValueError``.
         """
 
-        def change(records: list[Record]) -> list[Record]:
-            approvals = _approvals(records)
+        def change(approvals: Approvals) -> list[Record]:
             added: list[Record] = []
             for ident, decision in decisions.items():
-                approval = approvals.get(ident)
+                approval = approvals.by_id.get(ident)
                 if approval is None:
                     msg = f"no approval {ident!r} in this session; list them with pending()"
                     raise UnknownApproval(msg)
-                wanted = _as_record(decision)
                 if approval.decided is not None:
-                    if approval.decided["decision"] != wanted:
+                    taken = approval.decided.decision
+                    if decision_record(taken) != decision_record(decision):
                         msg = (
                             f"approval {ident!r} was already decided "
-                            f"({approval.decided['decision']['kind']}); a decision is final"
+                            f"({taken.kind}); a decision is final"
                         )
                         raise ApprovalConflict(msg)
                     continue
-                if decision.kind not in approval.request["decisions"]:
-                    allowed = ", ".join(approval.request["decisions"])
+                if decision.kind not in approval.request.decisions:
+                    allowed = ", ".join(approval.request.decisions)
                     msg = f"approval {ident!r} allows {allowed}, not {decision.kind}"
                     raise ValueError(msg)
-                added.append(
-                    {
-                        "kind": "decided",
-                        "id": ident,
-                        "at": self.clock(),
-                        "decision": wanted,
-                        "by": by,
-                    }
-                )
+                decided = Decided(id=ident, at=self.clock(), decision=decision, by=by)
+                added.append(decided.as_record())
             return added
 
-        await self.ledger.change(key, change)
+        await self.ledger.update(key, Approvals, change)
 
     # -- how ------------------------------------------------------------------------------
 
@@ -366,24 +305,23 @@ class ApprovalGate:
         tool: Tool | None,
     ) -> Decision:
         now = self.clock()
-        request: Record = {
-            "kind": "requested",
-            "id": f"apr_{secrets.token_hex(8)}",
-            "at": now,
-            "tool": call.name,
-            "arguments": call.input,
-            "description": rule.describe(call.name, call.input),
-            "decisions": sorted(rule.decisions),
-            "expires_at": now + rule.expires_after,
-            "agent": agent,
-            "session_id": ctx.session_id,
-            "user_id": ctx.user_id,
-            "tool_call_id": call.id,
-            "idempotent": rule.idempotent,
-            "fingerprint": fingerprint(call.name, call.input, agent, ctx, call.id),
-        }
-        await self.ledger.change(key, lambda _: [request])
-        pending = _pending(_Approval(request, None, 0, None))
+        request = Requested(
+            id=f"apr_{secrets.token_hex(8)}",
+            at=now,
+            tool=call.name,
+            arguments=call.input,
+            description=rule.describe(call.name, call.input),
+            decisions=tuple(sorted(rule.decisions)),
+            expires_at=now + rule.expires_after,
+            agent=agent,
+            session_id=ctx.session_id,
+            user_id=ctx.user_id,
+            tool_call_id=call.id,
+            fingerprint=fingerprint(call.name, call.input, agent, ctx, call.id),
+            idempotent=rule.idempotent,
+        )
+        await self.ledger.update(key, Approvals, lambda _: [request.as_record()])
+        pending = request.pending()
         if self.policy.resolver is not None:
             try:
                 decision = await self.policy.resolver(pending)
@@ -400,44 +338,41 @@ class ApprovalGate:
     async def _resumed(
         self, key: str, agent: str, ctx: RuntimeContext, call: ToolUseBlock, tool: Tool | None
     ) -> Decision | None:
-        approvals = _approvals(await self.ledger.records(key))
-        mine = [a for a in approvals.values() if a.request.get("tool_call_id") == call.id]
+        mine = await self.ledger.query(key, Approvals, lambda view: view.of_call(call.id))
         if not mine:
             return None  # not a call that waited: the kernel's lost result
-        if mine[-1].request.get("child_key"):
+        if mine[-1].request.child_key:
             return await self._delegated(key, agent, ctx, call, mine)
         approval = mine[-1]
         request = approval.request
-        if request.get("fingerprint") != fingerprint(call.name, call.input, agent, ctx, call.id):
+        if request.fingerprint != fingerprint(call.name, call.input, agent, ctx, call.id):
             logger.warning(
-                "tool call %s does not match its approval request %s", call.id, request["id"]
+                "tool call %s does not match its approval request %s", call.id, request.id
             )
             return _refused(call, "it does not match the call that was submitted for approval")
         if approval.finished is not None:
             return _kept(call, approval.finished)
-        if approval.started and not request.get("idempotent"):
+        if approval.started and not request.idempotent:
             return _unknown(call)
         decided = approval.decided
-        if self.clock() > request["expires_at"]:
+        if self.clock() > request.expires_at:
             return _refused(call, "its approval request expired before it could run")
         if decided is None:
-            return Defer(_pending(approval).as_dict())
-        decision = decided["decision"]
-        kind = decision["kind"]
+            return Defer(approval.pending().as_dict())
+        decision = decided.decision
+        kind = decision.kind
         if kind == "reject":
-            reason = decision.get("message")
+            reason = decision.message
             return _refused(call, "a reviewer rejected it" + (f": {reason}" if reason else ""))
         if kind == "respond":
             return Substitute(
                 ToolResultBlock(
                     id=call.id,
                     name=call.name,
-                    output=(
-                        f"A reviewer answered instead of running the tool: {decision['message']}"
-                    ),
+                    output=(f"A reviewer answered instead of running the tool: {decision.message}"),
                 )
             )
-        arguments = decision.get("arguments") if kind == "edit" else None
+        arguments = decision.arguments if kind == "edit" else None
         if arguments is not None and tool is not None:
             try:
                 tool.input_model.model_validate(arguments)
@@ -458,26 +393,26 @@ class ApprovalGate:
         agent: str,
         ctx: RuntimeContext,
         call: ToolUseBlock,
-        mine: list[_Approval],
+        mine: list[Approval],
     ) -> Decision:
         """A call whose tool (a subagent) waited: continue the child once it is decided."""
-        surfaced = [a for a in mine if a.request.get("child_key") == mine[-1].request["child_key"]]
+        surfaced = [a for a in mine if a.request.child_key == mine[-1].request.child_key]
         first = surfaced[0].request
-        if first.get("fingerprint") != fingerprint(call.name, call.input, agent, ctx, call.id):
+        if first.fingerprint != fingerprint(call.name, call.input, agent, ctx, call.id):
             return _refused(call, "it does not match the call that was submitted for approval")
         done = next((a.finished for a in surfaced if a.finished is not None), None)
         if done is not None:
             return _kept(call, done)
         now = self.clock()
         decisions = _decisions(surfaced)
-        open_ = [a for a in surfaced if a.decided is None and now <= a.request["expires_at"]]
+        open_ = [a for a in surfaced if a.decided is None and now <= a.request.expires_at]
         if open_ and not decisions:
-            first_open, *rest = (_pending(a).as_dict() for a in open_)
+            first_open, *rest = (a.pending().as_dict() for a in open_)
             return Defer(first_open, rest)
         if self.continue_child is None:
             return _refused(call, "this agent cannot continue its subagents")
         try:
-            text = await self.continue_child(str(first["child_key"]), decisions, ctx)
+            text = await self.continue_child(str(first.child_key), decisions, ctx)
         except CallPaused as paused:  # the child waits again, for what is still undecided
             via = {"via_tool_call": call.id, "via_tool": call.name, "via_input": call.input}
             again = [{**p, **via} for p in paused.pending]
@@ -487,44 +422,38 @@ class ApprovalGate:
         result = ToolResultBlock(
             id=call.id, name=call.name, output=text, is_error=isinstance(text, ToolFailure)
         )
-        kept = {"output": text[:MAX_KEPT_RESULT], "is_error": result.is_error}
-        ident = first["id"]
-        await self.ledger.change(
-            key,
-            lambda _: [
-                {"kind": "started", "id": ident, "at": now, "arguments": call.input},
-                {"kind": "finished", "id": ident, "at": self.clock(), "result": kept},
-            ],
-        )
+        ident = first.id
+        output = text[:MAX_KEPT_RESULT]
+        ran: list[Record] = [
+            Started(id=ident, at=now, arguments=call.input).as_record(),
+            Finished(
+                id=ident, at=self.clock(), output=output, is_error=result.is_error
+            ).as_record(),
+        ]
+        await self.ledger.update(key, Approvals, lambda _: ran)
         return Substitute(result)
 
-    async def _start(self, key: str, request: Record, arguments: Mapping[str, Any]) -> bool:
+    async def _start(self, key: str, request: Requested, arguments: Mapping[str, Any]) -> bool:
         """Record that the run starts, unless it started already; whether it was recorded."""
         claimed = False
 
-        def start(records: list[Record]) -> list[Record]:
+        def start(approvals: Approvals) -> list[Record]:
             nonlocal claimed
-            now = _approvals(records).get(request["id"])
-            claimed = now is not None and not (now.started and not request.get("idempotent"))
+            now = approvals.by_id.get(request.id)
+            claimed = now is not None and not (now.started and not request.idempotent)
             if not claimed:
                 return []
-            return [
-                {"kind": "started", "id": request["id"], "at": self.clock(), "arguments": arguments}
-            ]
+            return [Started(id=request.id, at=self.clock(), arguments=arguments).as_record()]
 
-        await self.ledger.change(key, start)
+        await self.ledger.update(key, Approvals, start)
         return claimed
 
 
-def _kept(call: ToolUseBlock, finished: Record) -> Substitute:
+def _kept(call: ToolUseBlock, finished: Finished) -> Substitute:
     """The result the ledger kept of a run that finished: the tool does not run again."""
-    kept = finished.get("result") or {}
     return Substitute(
         ToolResultBlock(
-            id=call.id,
-            name=call.name,
-            output=str(kept.get("output", "")),
-            is_error=bool(kept.get("is_error")),
+            id=call.id, name=call.name, output=finished.output, is_error=finished.is_error
         )
     )
 
@@ -559,14 +488,6 @@ def still_waiting(
         for request in pending
         if (request.tool_call_id in calls if request.task_id is None else request.task_id in tasks)
     ]
-
-
-def _as_record(decision: ReviewerDecision) -> Record:
-    return {
-        "kind": decision.kind,
-        "arguments": dict(decision.arguments) if decision.arguments is not None else None,
-        "message": decision.message,
-    }
 
 
 def _refused(call: ToolUseBlock, why: str) -> Substitute:

@@ -9,7 +9,16 @@ kind)``) for a workspace in a store, else in this process's memory.
 Every change is one atomic step: the key's records are read, the change decides what to append
 from them, and the append happens before anyone else can read (an ``flock`` and an ``fsync``
 on the local disk, a compare-and-set in a store). A torn last line (a writer killed
-mid-write) is not a record.
+mid-write) is not a record, and the next append starts on a line of its own.
+
+A reader does not start from the first record every time: a ledger keeps, per key, the
+records it has read and *views* built from them (:class:`View`: the approvals by id and by
+tool call, say), and brings them up to date with only what was appended since (on the disk,
+the bytes past the offset it read up to; a file replaced or shortened is read again whole).
+So a question about one approval costs the same at the thousandth record as at the first, and
+a session with N records costs O(N) over its life, not O(N^2). Views are changed only under
+the key's lock and on the thread that reads the file; what :meth:`Ledger.query` hands out is
+the answer its ``ask`` computed there (immutable records, copies), never the view itself.
 """
 
 from __future__ import annotations
@@ -22,21 +31,57 @@ import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from harness.errors import StorageError
 
 if TYPE_CHECKING:
-    from harness.stores.base import BaseStore
+    from harness.stores.base import BaseStore, Item
     from harness.workspace.manager import WorkspaceManager
 
-__all__ = ["Change", "FileLedger", "Ledger", "MemoryLedger", "Record", "StoreLedger", "ledger_for"]
+__all__ = [
+    "Change",
+    "FileLedger",
+    "Ledger",
+    "MemoryLedger",
+    "Record",
+    "StoreLedger",
+    "View",
+    "ledger_for",
+]
 
 Record = dict[str, Any]
+"""One record as stored: a JSON object (the approvals' typed records are built from them)."""
 Change = Callable[[list[Record]], list[Record]]
 """Given a session's records, the records to append (none: nothing changes)."""
 
 _ATTEMPTS = 50
+
+_V = TypeVar("_V", bound="View")
+_T = TypeVar("_T")
+
+
+class View(Protocol):
+    """What a reader folds a key's records into, one record at a time, oldest first.
+
+    Built empty (its class is called with no argument) and kept by the ledger for the key, so
+    each record is added once. ``add`` must not fail for a record it does not understand: it
+    leaves it out.
+    """
+
+    def add(self, record: Record) -> None:
+        """Fold one more record into the view."""
+        ...
+
+
+class _Records:
+    """The plain list of records: the view behind :meth:`Ledger.records` and ``change``."""
+
+    def __init__(self) -> None:
+        self.items: list[Record] = []
+
+    def add(self, record: Record) -> None:
+        self.items.append(record)
 
 
 class Ledger(Protocol):
@@ -50,6 +95,19 @@ class Ledger(Protocol):
         """Append what ``change`` returns for the current records, atomically; returns them all."""
         ...
 
+    async def query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
+        """``ask`` of the key's records folded into ``view`` (kept, brought up to date)."""
+        ...
+
+    async def update(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
+    ) -> list[Record]:
+        """Append what ``change`` returns for the up-to-date view, atomically; returns it.
+
+        ``change`` must not modify the view; it may raise, and then nothing is appended.
+        """
+        ...
+
     async def sessions(self) -> list[str]:
         """Every key with records."""
         ...
@@ -59,35 +117,106 @@ def _name(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
+class _Folded:
+    """A key's records as read so far, and the views built from them."""
+
+    def __init__(self, identity: object = None) -> None:
+        self.identity = identity  # what the records were read from (a file's inode, a version)
+        self.offset = 0  # bytes of the file read, up to the end of the last whole line
+        self.records: list[Record] = []
+        self.views: dict[type[Any], tuple[Any, int]] = {}  # class -> (view, records in it)
+
+    def extend(self, records: list[Record]) -> None:
+        self.records.extend(records)
+
+    def view(self, kind: type[_V]) -> _V:
+        """The view of every record so far (built, or brought up to date with the new ones)."""
+        found = self.views.get(kind)
+        view, count = found if found is not None else (kind(), 0)
+        for record in self.records[count:]:
+            view.add(record)
+        self.views[kind] = (view, len(self.records))
+        return view
+
+
+class _KeyLocks:
+    """One ``asyncio.Lock`` per key in use: a key's views change under its lock only."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def __call__(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+
 class FileLedger:
     """Records as JSON lines, one file per key in ``directory`` (beside the workspace)."""
 
     def __init__(self, directory: Path, kind: str = "approvals") -> None:
         self.directory = directory
         self.kind = kind
+        self._folded: dict[str, _Folded] = {}
+        self._lock = _KeyLocks()
+        self.lines_read = 0
+        """Records parsed from the disk by this ledger so far (each is parsed once)."""
 
     def path(self, key: str) -> Path:
         """The file of ``key``'s records."""
         return self.directory / f"{_name(key)}.jsonl"
 
     async def records(self, key: str) -> list[Record]:
-        return await asyncio.to_thread(self._read, self.path(key))
+        return await self.query(key, _Records, lambda view: list(view.items))
 
     async def change(self, key: str, change: Change) -> list[Record]:
-        return await asyncio.to_thread(self._change, key, change)
+        async with self._lock(key):
+            return await asyncio.to_thread(self._change, key, _Records, _whole(change), True)
+
+    async def query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
+        async with self._lock(key):
+            return await asyncio.to_thread(self._query, key, view, ask)
+
+    async def update(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
+    ) -> list[Record]:
+        async with self._lock(key):
+            return await asyncio.to_thread(self._change, key, view, change, False)
 
     async def sessions(self) -> list[str]:
         def keys() -> list[str]:
             found = []
             for path in sorted(self.directory.glob("*.jsonl")) if self.directory.exists() else []:
-                for record in self._read(path)[:1]:
+                for record in _parse(_first_line(path))[:1]:
                     if isinstance(record.get("key"), str):
                         found.append(record["key"])
             return found
 
         return await asyncio.to_thread(keys)
 
-    def _change(self, key: str, change: Change) -> list[Record]:
+    def _query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
+        path = self.path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            self._folded.pop(key, None)
+            return ask(view())
+        except OSError as exc:
+            msg = f"cannot read the {self.kind} ledger {path}: {exc.strerror or exc}"
+            raise StorageError(msg) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return ask(self._caught_up(key, fd)[0].view(view))
+        except OSError as exc:
+            msg = f"cannot read the {self.kind} ledger {path}: {exc.strerror or exc}"
+            raise StorageError(msg) from exc
+        finally:
+            os.close(fd)
+
+    def _change(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]], whole: bool
+    ) -> list[Record]:
         path = self.path(key)
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -99,39 +228,62 @@ class FileLedger:
             raise StorageError(msg) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            current = _parse(_read_all(fd))
-            added = [{**record, "key": key} for record in change(current)]
+            folded, torn = self._caught_up(key, fd)
+            added = [{**record, "key": key} for record in change(folded.view(view))]
             if added:
                 data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in added).encode()
+                if torn:  # a writer killed mid-line: this append starts a line of its own
+                    data = b"\n" + data
                 os.write(fd, data)
                 os.fsync(fd)
-            return current + added
+                folded.offset = os.fstat(fd).st_size
+                folded.extend(added)
+            return list(folded.records) if whole else added
         except OSError as exc:
+            self._folded.pop(key, None)  # what the file holds now is unknown: read it again
             msg = f"cannot write the {self.kind} ledger {path}: {exc.strerror or exc}"
             raise StorageError(msg) from exc
         finally:
             os.close(fd)  # closing releases the lock
 
-    def _read(self, path: Path) -> list[Record]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            msg = f"cannot read the {self.kind} ledger {path}: {exc.strerror or exc}"
-            raise StorageError(msg) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return _parse(_read_all(fd))
-        finally:
-            os.close(fd)
+    def _caught_up(self, key: str, fd: int) -> tuple[_Folded, bool]:
+        """The key's records read up to the file's end (only the new bytes), under its lock.
+
+        Also whether the file ends in a torn line (bytes after the last newline).
+        """
+        status = os.fstat(fd)
+        folded = self._folded.get(key)
+        if folded is None or folded.identity != status.st_ino or status.st_size < folded.offset:
+            folded = self._folded[key] = _Folded(status.st_ino)  # new, or replaced: read whole
+        if status.st_size == folded.offset:
+            return folded, False
+        data = _read_from(fd, folded.offset)
+        whole = data.rfind(b"\n") + 1
+        records = _parse(data[:whole])
+        self.lines_read += len(records)
+        folded.extend(records)
+        folded.offset += whole
+        return folded, whole < len(data)
 
 
-def _read_all(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
+def _whole(change: Change) -> Callable[[_Records], list[Record]]:
+    """A ``change`` of the plain list as a change of the :class:`_Records` view."""
+    return lambda view: change(list(view.items))
+
+
+def _first_line(path: Path) -> bytes:
+    try:
+        with path.open("rb") as file:
+            return file.readline()
+    except OSError:
+        return b""
+
+
+def _read_from(fd: int, offset: int) -> bytes:
     chunks = []
-    while chunk := os.read(fd, 1 << 16):
+    while chunk := os.pread(fd, 1 << 16, offset):
         chunks.append(chunk)
+        offset += len(chunk)
     return b"".join(chunks)
 
 
@@ -149,30 +301,66 @@ def _parse(data: bytes) -> list[Record]:
 
 
 class StoreLedger:
-    """Records as one item per key in a store (Redis), changed by compare-and-set."""
+    """Records as one item per key in a store (Redis), changed by compare-and-set.
+
+    The item is read whole at each operation (the store has no partial read); the records
+    already folded into a view are not folded again (the item only grows).
+    """
 
     def __init__(self, store: BaseStore, kind: str = "approvals") -> None:
         self.store = store
         self.kind = kind
         self.NAMESPACE = ("harness", kind)
+        self._folded: dict[str, _Folded] = {}
+        self._lock = _KeyLocks()
 
     async def records(self, key: str) -> list[Record]:
-        item = await self.store.get(self.NAMESPACE, _name(key))
-        return list(item.value.get("records", [])) if item is not None else []
+        return await self.query(key, _Records, lambda view: list(view.items))
 
     async def change(self, key: str, change: Change) -> list[Record]:
+        async with self._lock(key):
+            folded, _ = await self._change(key, _Records, _whole(change))
+            return list(folded.records)
+
+    async def query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
+        async with self._lock(key):
+            item = await self.store.get(self.NAMESPACE, _name(key))
+            return ask(self._caught_up(key, item).view(view))
+
+    async def update(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
+    ) -> list[Record]:
+        async with self._lock(key):
+            return (await self._change(key, view, change))[1]
+
+    async def _change(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
+    ) -> tuple[_Folded, list[Record]]:
         for _ in range(_ATTEMPTS):
             item = await self.store.get(self.NAMESPACE, _name(key))
-            current = list(item.value.get("records", [])) if item is not None else []
-            added = [{**record, "key": key} for record in change(current)]
+            folded = self._caught_up(key, item)
+            added = [{**record, "key": key} for record in change(folded.view(view))]
             if not added:
-                return current
-            value = {"key": key, "records": current + added}
+                return folded, added
+            value = {"key": key, "records": [*folded.records, *added]}
             version = item.version if item is not None else None
-            if await self.store.put_if_version(self.NAMESPACE, _name(key), value, version):
-                return current + added
+            written = await self.store.put_if_version(self.NAMESPACE, _name(key), value, version)
+            if written is not None:
+                folded.identity = written
+                folded.extend(added)
+                return folded, added
         msg = f"the {self.kind} ledger of {key} kept changing under {_ATTEMPTS} attempts; try again"
         raise StorageError(msg)
+
+    def _caught_up(self, key: str, item: Item | None) -> _Folded:
+        records = list(item.value.get("records", [])) if item is not None else []
+        folded = self._folded.get(key)
+        if folded is None or len(records) < len(folded.records):
+            folded = self._folded[key] = _Folded()
+        if item is None or folded.identity != item.version:
+            folded.extend(records[len(folded.records) :])
+            folded.identity = item.version if item is not None else None
+        return folded
 
     async def sessions(self) -> list[str]:
         items = await self.store.search(self.NAMESPACE)
@@ -183,20 +371,31 @@ class MemoryLedger:
     """Records in this process only: for a workspace backend that is neither local nor a store."""
 
     def __init__(self) -> None:
-        self._records: dict[str, list[Record]] = {}
-        self._lock = asyncio.Lock()
+        self._folded: dict[str, _Folded] = {}
+        self._lock = _KeyLocks()
 
     async def records(self, key: str) -> list[Record]:
-        return list(self._records.get(key, []))
+        return await self.query(key, _Records, lambda view: list(view.items))
 
     async def change(self, key: str, change: Change) -> list[Record]:
-        async with self._lock:
-            current = self._records.setdefault(key, [])
-            current.extend({**record, "key": key} for record in change(list(current)))
-            return list(current)
+        await self.update(key, _Records, _whole(change))
+        return list(self._folded[key].records)
+
+    async def query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
+        async with self._lock(key):
+            return ask(self._folded.setdefault(key, _Folded()).view(view))
+
+    async def update(
+        self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
+    ) -> list[Record]:
+        async with self._lock(key):
+            folded = self._folded.setdefault(key, _Folded())
+            added = [{**record, "key": key} for record in change(folded.view(view))]
+            folded.extend(added)
+            return added
 
     async def sessions(self) -> list[str]:
-        return sorted(self._records)
+        return sorted(key for key, folded in self._folded.items() if folded.records)
 
 
 _in_memory: weakref.WeakKeyDictionary[WorkspaceManager, dict[str, MemoryLedger]] = (
