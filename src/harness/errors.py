@@ -8,6 +8,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
 
     HarnessError
     ├── ConfigError                 bad or missing configuration (model spec, API key, workspace)
+    │   └── WindowTooSmall          the system prompt and tools alone do not fit the window
     ├── ModelError                  the model provider failed
     │   ├── ContextOverflowError    the request did not fit the model's context window
     │   ├── RateLimitError          the provider refused for rate or quota reasons
@@ -67,6 +68,7 @@ __all__ = [
     "TurnNotSaved",
     "UnknownApproval",
     "UnusableFile",
+    "WindowTooSmall",
     "WorkspaceError",
 ]
 
@@ -109,12 +111,53 @@ class ConfigError(HarnessError):
     """Configuration is missing or invalid; the message says which setting and how to fix it."""
 
 
+class WindowTooSmall(ConfigError):
+    """The fixed part of every request does not fit the model's context window.
+
+    The system prompt, the tool schemas and the room kept for the answer are sent with every
+    step and no compaction shrinks them, so no call can succeed: the message names the sizes
+    and what to change (a larger window, fewer tools). Raised before the first model call when
+    the window is known ahead, else at the first overflow, whose error states the window.
+    """
+
+
 class ModelError(HarnessError):
     """The model provider returned an error or an unusable answer."""
 
 
 class ContextOverflowError(ModelError):
-    """The request is longer than the model's context window."""
+    """The request is longer than the model's context window.
+
+    When the provider's error states the sizes (llama.cpp, OpenAI, Anthropic and most
+    OpenAI-compatible servers do), they are kept here, as the provider counted them, so that
+    recovery can size what it keeps instead of guessing; None when not stated.
+
+    Attributes:
+        requested_tokens: What the request needed: its prompt, plus the answer's room when the
+            provider counts that in (``answer_tokens``).
+        limit_tokens: The most the provider allows: the model's context window.
+        answer_tokens: The part of ``requested_tokens`` kept for the answer (``max_tokens``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested_tokens: int | None = None,
+        limit_tokens: int | None = None,
+        answer_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.requested_tokens = requested_tokens
+        self.limit_tokens = limit_tokens
+        self.answer_tokens = answer_tokens
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt's tokens as the provider counted them (the answer's room left out)."""
+        if self.requested_tokens is None:
+            return None
+        return self.requested_tokens - (self.answer_tokens or 0)
 
 
 class RateLimitError(ModelError):

@@ -95,7 +95,7 @@ from harness.kernel import (
     ToolUseBlock,
     Usage,
 )
-from harness.models._overflow import looks_like_context_overflow
+from harness.models._overflow import looks_like_context_overflow, overflow_error
 from harness.models._shared import (
     SDKChatModel,
     checked_options,
@@ -640,12 +640,16 @@ def _translate(exc: Exception, model: str, base_url: str) -> ModelError:
     status = getattr(exc, "status_code", None)
     if status == 200:
         # The SDK raises an `error` event inside a 200 stream as a status error.
-        return cls(f"Anthropic model {model!r} failed mid-stream: {detail}")
-    if isinstance(status, int):
-        return cls(f"Anthropic model {model!r} failed with HTTP {status}: {detail}")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return cls(f"Anthropic model {model!r}: cannot reach {base_url}: {detail}")
-    return cls(f"Anthropic model {model!r} failed: {detail}")
+        message = f"Anthropic model {model!r} failed mid-stream: {detail}"
+    elif isinstance(status, int):
+        message = f"Anthropic model {model!r} failed with HTTP {status}: {detail}"
+    elif isinstance(exc, anthropic.APIConnectionError):
+        message = f"Anthropic model {model!r}: cannot reach {base_url}: {detail}"
+    else:
+        message = f"Anthropic model {model!r} failed: {detail}"
+    if cls is ContextOverflowError:  # with the sizes Anthropic stated
+        return overflow_error(message, detail, body)
+    return cls(message)
 
 
 def _provider_message(exc: Exception, body: object) -> str:

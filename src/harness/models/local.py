@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from harness.errors import ConfigError, ContextOverflowError, ModelError, install_hint
+from harness.errors import ConfigError, ModelError, install_hint
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
@@ -61,7 +61,7 @@ from harness.kernel import (
 from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW
 from harness.models._chatml import END, MESSAGE, choice_grammar, render
 from harness.models._native_check import check_runs_here
-from harness.models._overflow import looks_like_context_overflow
+from harness.models._overflow import looks_like_context_overflow, overflow_error
 from harness.models._shared import parse_tool_arguments
 
 if TYPE_CHECKING:
@@ -216,9 +216,10 @@ class LocalChatModel:
         except ModelError:
             raise
         except Exception as exc:
-            cls = ContextOverflowError if looks_like_context_overflow(exc) else ModelError
             msg = f"local model {self._name!r} failed: {exc}"
-            raise cls(msg) from exc
+            if looks_like_context_overflow(exc):  # llama.cpp states both sizes
+                raise overflow_error(msg, exc) from exc
+            raise ModelError(msg) from exc
 
     async def aclose(self) -> None:
         """Nothing to close: the loaded model stays for the process's other users."""

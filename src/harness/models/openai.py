@@ -88,7 +88,7 @@ from harness.kernel import (
     Usage,
     new_id,
 )
-from harness.models._overflow import looks_like_context_overflow
+from harness.models._overflow import looks_like_context_overflow, overflow_error
 from harness.models._shared import (
     SDKChatModel,
     checked_options,
@@ -493,10 +493,14 @@ def _translate(exc: Exception, model: str, base_url: str) -> ModelError:
         cls = ContextOverflowError
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
-        return cls(f"OpenAI model {model!r} failed with HTTP {status}: {detail}")
-    if isinstance(exc, openai.APIConnectionError):
-        return cls(f"OpenAI model {model!r}: cannot reach {base_url}: {detail}")
-    return cls(f"OpenAI model {model!r} failed: {detail}")
+        message = f"OpenAI model {model!r} failed with HTTP {status}: {detail}"
+    elif isinstance(exc, openai.APIConnectionError):
+        message = f"OpenAI model {model!r}: cannot reach {base_url}: {detail}"
+    else:
+        message = f"OpenAI model {model!r} failed: {detail}"
+    if cls is ContextOverflowError:  # with the sizes the server stated, when it did
+        return overflow_error(message, detail, body)
+    return cls(message)
 
 
 def _provider_message(exc: Exception, body: object) -> str:

@@ -459,6 +459,7 @@ async def test_prompt_too_long_maps_to_context_overflow_error(
         "Anthropic model 'claude-test' failed with HTTP 400: "
         "prompt is too long: 210000 tokens > 200000 maximum"
     )
+    assert (caught.value.requested_tokens, caught.value.limit_tokens) == (210000, 200000)
     assert isinstance(caught.value.__cause__, anthropic.BadRequestError)
     assert len(server.requests) == 1
 

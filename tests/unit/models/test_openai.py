@@ -540,6 +540,7 @@ async def test_context_overflow_maps_to_context_overflow_error(
         "OpenAI model 'gpt-test' failed with HTTP 400: This model's maximum context length is "
         "8192 tokens. However, your messages resulted in 9000 tokens."
     )
+    assert (caught.value.requested_tokens, caught.value.limit_tokens) == (9000, 8192)
     assert isinstance(caught.value.__cause__, openai.BadRequestError)
     assert len(server.requests) == 1
 
