@@ -3,8 +3,8 @@
 The harness keeps what it must be able to believe (approvals decided by a person, where a
 memory entry came from) where neither the file tools nor the sandbox reach: beside the
 workspace (``<parent>/.<workspace name>.<kind>/``, one JSON-lines file per key) for a
-workspace on this machine's disk, in the store (Redis, one item per key under ``("harness",
-kind)``) for a workspace in a store, else in this process's memory.
+workspace on this machine's disk, in the store (Redis: one item per change, numbered, under
+``("harness", kind, <key's hash>)``) for a workspace in a store, else in this process's memory.
 
 Every change is one atomic step: the key's records are read, the change decides what to append
 from them, and the append happens before anyone else can read (an ``flock`` and an ``fsync``
@@ -14,8 +14,8 @@ mid-write) is not a record, and the next append starts on a line of its own.
 A reader does not start from the first record every time: a ledger keeps, per key, the
 records it has read and *views* built from them (:class:`View`: the approvals by id and by
 tool call, say), and brings them up to date with only what was appended since (on the disk,
-the bytes past the offset it read up to; a file replaced or shortened is read again whole).
-So a question about one approval costs the same at the thousandth record as at the first, and
+the bytes past the offset it read up to, a file replaced or shortened read again whole; in a
+store, the numbered changes after the last it read). So a question about one approval costs the same at the thousandth record as at the first, and
 a session with N records costs O(N) over its life, not O(N^2). Views are changed only under
 the key's lock and on the thread that reads the file; what :meth:`Ledger.query` hands out is
 the answer its ``ask`` computed there (immutable records, copies), never the view itself.
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from harness.errors import StorageError
 
 if TYPE_CHECKING:
-    from harness.stores.base import BaseStore, Item
+    from harness.stores.base import BaseStore
     from harness.workspace.manager import WorkspaceManager
 
 __all__ = [
@@ -301,10 +301,18 @@ def _parse(data: bytes) -> list[Record]:
 
 
 class StoreLedger:
-    """Records as one item per key in a store (Redis), changed by compare-and-set.
+    """Records in a store (Redis): one item per change, claimed by compare-and-set.
 
-    The item is read whole at each operation (the store has no partial read); the records
-    already folded into a view are not folded again (the item only grows).
+    A key's changes are numbered items of a namespace of its own (``("harness", kind,
+    <key's hash>)``, keys ``000000000000``, ``000000000001``...), each holding the records one
+    change appended, and created only if absent: of two writers that read the same records,
+    one creates the next item and the other reads it and decides again. A reader asks only for
+    the items after the last one it read (one round trip), so neither the work nor the
+    transfer of an operation grows with the records before it. The key's own item (``("harness",
+    kind)``, ``<key's hash>``) names the key for :meth:`sessions`, and holds the records of a
+    ledger written before changes were numbered, which come first. (Workers of that earlier
+    version, which rewrote that item whole at each change, must not share the store with this
+    one while they run.)
     """
 
     def __init__(self, store: BaseStore, kind: str = "approvals") -> None:
@@ -312,6 +320,7 @@ class StoreLedger:
         self.kind = kind
         self.NAMESPACE = ("harness", kind)
         self._folded: dict[str, _Folded] = {}
+        self._named: set[str] = set()  # keys whose own item exists
         self._lock = _KeyLocks()
 
     async def records(self, key: str) -> list[Record]:
@@ -319,47 +328,61 @@ class StoreLedger:
 
     async def change(self, key: str, change: Change) -> list[Record]:
         async with self._lock(key):
-            folded, _ = await self._change(key, _Records, _whole(change))
-            return list(folded.records)
+            await self._change(key, _Records, _whole(change))
+            return list(self._folded[key].records)
 
     async def query(self, key: str, view: type[_V], ask: Callable[[_V], _T]) -> _T:
         async with self._lock(key):
-            item = await self.store.get(self.NAMESPACE, _name(key))
-            return ask(self._caught_up(key, item).view(view))
+            return ask((await self._caught_up(key)).view(view))
 
     async def update(
         self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
     ) -> list[Record]:
         async with self._lock(key):
-            return (await self._change(key, view, change))[1]
+            return await self._change(key, view, change)
+
+    def _changes(self, key: str) -> tuple[str, ...]:
+        """The namespace of the key's numbered changes."""
+        return (*self.NAMESPACE, _name(key))
 
     async def _change(
         self, key: str, view: type[_V], change: Callable[[_V], list[Record]]
-    ) -> tuple[_Folded, list[Record]]:
+    ) -> list[Record]:
         for _ in range(_ATTEMPTS):
-            item = await self.store.get(self.NAMESPACE, _name(key))
-            folded = self._caught_up(key, item)
+            folded = await self._caught_up(key)
             added = [{**record, "key": key} for record in change(folded.view(view))]
             if not added:
-                return folded, added
-            value = {"key": key, "records": [*folded.records, *added]}
-            version = item.version if item is not None else None
-            written = await self.store.put_if_version(self.NAMESPACE, _name(key), value, version)
-            if written is not None:
-                folded.identity = written
+                return added
+            if key not in self._named:  # there already: nothing is written
+                named = {"key": key, "records": []}
+                await self.store.put_if_version(self.NAMESPACE, _name(key), named, None)
+                self._named.add(key)
+            number = f"{folded.offset:012d}"
+            claimed = {"key": key, "records": added}
+            if await self.store.put_if_version(self._changes(key), number, claimed, None):
                 folded.extend(added)
-                return folded, added
+                folded.offset += 1
+                return added
+            # Another writer made change `number` first: read it, and decide again.
         msg = f"the {self.kind} ledger of {key} kept changing under {_ATTEMPTS} attempts; try again"
         raise StorageError(msg)
 
-    def _caught_up(self, key: str, item: Item | None) -> _Folded:
-        records = list(item.value.get("records", [])) if item is not None else []
+    async def _caught_up(self, key: str) -> _Folded:
+        """The key's records, with the changes made since the last read (one round trip)."""
         folded = self._folded.get(key)
-        if folded is None or len(records) < len(folded.records):
-            folded = self._folded[key] = _Folded()
-        if item is None or folded.identity != item.version:
-            folded.extend(records[len(folded.records) :])
-            folded.identity = item.version if item is not None else None
+        if folded is None:
+            item = await self.store.get(self.NAMESPACE, _name(key))
+            folded = _Folded()
+            if item is not None:
+                self._named.add(key)
+                folded.extend(list(item.value.get("records", [])))  # before changes were numbered
+            self._folded[key] = folded
+        for item in await self.store.search(self._changes(key), offset=folded.offset):
+            if item.key != f"{folded.offset:012d}":  # never: a change is claimed in order
+                msg = f"the {self.kind} ledger of {key} misses change {folded.offset}"
+                raise StorageError(msg)
+            folded.extend(list(item.value.get("records", [])))
+            folded.offset += 1
         return folded
 
     async def sessions(self) -> list[str]:

@@ -9,10 +9,12 @@ within a few times N. The counts are of work done, never of time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +208,54 @@ async def test_views_follow_every_writer_in_memory_and_in_a_store(kind: str) -> 
     [approval] = await one.query("k", Approvals, lambda v: v.of_call("c1"))
     assert approval.decided == decided
     assert [r["kind"] for r in await one.records("k")] == ["requested", "decided"]
+
+
+def adding(record: dict[str, Any]) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """A change that appends ``record``."""
+    return lambda _: [record]
+
+
+async def test_a_store_ledger_fetches_only_the_changes_since_it_last_read() -> None:
+    store = InMemoryStore()
+    fetched = [0]
+    search = store.search
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        items = await search(*args, **kwargs)
+        fetched[0] += len(items)
+        return items
+
+    store.search = counting  # type: ignore[method-assign]
+    one, two = StoreLedger(store), StoreLedger(store)
+    for i in range(20):
+        await one.change("k", adding({"kind": "x", "id": str(i)}))
+    assert fetched[0] == 0  # its own changes are not fetched back
+    assert len(await two.records("k")) == 20
+    assert fetched[0] == 20
+    await one.change("k", lambda _: [{"kind": "x", "id": "20"}])
+    assert [r["id"] for r in await two.records("k")][-1] == "20"
+    assert fetched[0] == 21  # the one change since
+    assert await two.sessions() == ["k"]
+
+
+async def test_two_store_ledgers_racing_for_one_change_lose_nothing() -> None:
+    store = InMemoryStore()
+    writers = [StoreLedger(store) for _ in range(5)]
+    await writers[0].records("k")
+
+    async def write(ledger: StoreLedger, i: int) -> None:
+        for j in range(10):
+            await ledger.change("k", adding({"kind": "x", "id": f"{i}.{j}"}))
+
+    await asyncio.gather(*(write(ledger, i) for i, ledger in enumerate(writers)))
+    ids = [r["id"] for r in await StoreLedger(store).records("k")]
+    assert sorted(ids) == sorted(f"{i}.{j}" for i in range(5) for j in range(10))
+
+
+async def test_a_store_ledger_reads_what_the_earlier_layout_wrote() -> None:
+    store = InMemoryStore()
+    ledger = StoreLedger(store)
+    earlier = [{"kind": "x", "id": "old", "key": "k"}]  # one item per key, rewritten whole
+    await store.put(ledger.NAMESPACE, ledgers._name("k"), {"key": "k", "records": earlier})
+    await ledger.change("k", lambda _: [{"kind": "x", "id": "new"}])
+    assert [r["id"] for r in await StoreLedger(store).records("k")] == ["old", "new"]
