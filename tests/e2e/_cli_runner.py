@@ -1,8 +1,16 @@
-"""Run the installed ``harness`` command in a subprocess with an isolated environment.
+"""Run the ``harness`` command with an isolated environment, in this process or in a real one.
 
-Shared by the end-to-end tests: a :class:`Cli` runs the console script with ``HOME`` pointing at
-a temporary directory and without the variables that would let the developer's own model, keys
+Shared by the end-to-end tests: a :class:`Cli` runs the command with ``HOME`` pointing at a
+temporary directory and without the variables that would let the developer's own model, keys
 or workspace leak in; the helpers write scripted-model files and read what the CLI left on disk.
+
+A run happens in this process by default (:func:`run_in_process`): it calls what the console
+script calls, :func:`harness.cli.main.main`, with the run's argv, environment, working
+directory and stdio swapped in, and puts back afterwards what a real process would have lost at
+its exit. That saves the interpreter's start and the imports (about 2 s a run on two cores,
+hundreds of runs a suite). ``process=True`` (or a ``prefix``) starts the installed console script
+instead, for a test whose point is the process boundary itself: a signal, how the process exits,
+the interpreter's own decoding of argv, an import hidden from a new interpreter, a crash.
 
 Memory is on by default: after every call the agent's model is also asked, as the memory model,
 for new memories (and now and then to consolidate them). Scripts therefore start with
@@ -12,14 +20,27 @@ requests from the memory model's.
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures
+import contextlib
+import io
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+import traceback
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+from unittest import mock
+
+T = TypeVar("T")
 
 HARNESS: Final = Path(sys.executable).parent / "harness"
 """The console script installed next to the interpreter running the tests."""
@@ -102,9 +123,16 @@ class Cli:
         stdin: str = "",
         timeout: float = TIMEOUT_S,
         prefix: Sequence[str] = (),
+        process: bool = False,
     ) -> Result:
-        """Run ``harness *args``; ``prefix`` is a command that runs it (``unshare --net --``)."""
+        """Run ``harness *args``, in this process unless ``process`` or a ``prefix`` is given.
+
+        ``prefix`` is a command that runs a real process of it (``unshare --net --``). A run
+        that outlasts ``timeout`` raises :class:`subprocess.TimeoutExpired` either way.
+        """
         argv = tuple(str(arg) for arg in args)
+        if not process and not prefix:
+            return run_in_process(argv, self.env(env), self.cwd, stdin=stdin, timeout=timeout)
         completed = subprocess.run(
             [*prefix, str(HARNESS), *argv],
             input=stdin,
@@ -116,6 +144,235 @@ class Cli:
             check=False,
         )
         return Result(argv, completed.returncode, completed.stdout, completed.stderr)
+
+
+# -- a run in this process ---------------------------------------------------------------------
+
+
+class ServerStarted(Exception):
+    """``harness serve`` reached ``uvicorn.run`` in a run in this process (which starts none)."""
+
+
+def _no_server(*args: object, **kwargs: object) -> None:
+    raise ServerStarted("uvicorn.run was reached: a server runs only in a real process")
+
+
+def run_in_process(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    stdin: str = "",
+    timeout: float = TIMEOUT_S,
+) -> Result:
+    """``harness ARGV`` as the console script runs it, in this process: exit code, stdout, stderr.
+
+    The run sees exactly ``env`` as its environment, ``cwd`` as its working directory and
+    ``stdin`` as its input; its stdout and stderr are pipes as a real process's are (not a
+    terminal, UTF-8, stderr escaping what it cannot encode). An exception that escapes the
+    command is printed as the interpreter would, and the exit code is 1. Runs happen one at a
+    time on the main thread: the command installs signal handlers and changes process-wide
+    state, which only the main thread may and which two runs at once would share.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "a run in this process must be on the main thread; run side by side with process=True"
+        )
+    from harness.cli.main import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    code = 0
+    with _process_state(argv, env, cwd, stdin, out, err), _time_limit(argv, timeout):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if isinstance(exc.code, str):  # as the interpreter does with a message
+                sys.stderr.write(exc.code + "\n")
+        except subprocess.TimeoutExpired:
+            raise
+        except Exception:
+            sys.stderr.write(traceback.format_exc())
+            code = 1
+    return Result(tuple(argv), code, _text_of(out), _text_of(err))
+
+
+def _text_of(data: io.BytesIO) -> str:
+    """What ``subprocess.run(text=True)`` makes of a pipe's bytes: decoded, newlines unified."""
+    text = data.getvalue().decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextlib.contextmanager
+def _process_state(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    stdin: str,
+    out: io.BytesIO,
+    err: io.BytesIO,
+) -> Iterator[None]:
+    """Swap in a run's process state; then put back what a real process would lose at its exit.
+
+    That is: argv, the environment (and tempfile's directory, chosen from it), the working
+    directory, stdio (and the command's Rich consoles, made anew as a new process would make
+    them), the signal handlers and exit hook
+    of a stop, the loggers' set-up, and the chat's input thread, which is let reach the end of
+    its input before stdin is put back.
+    """
+    from harness.cli import _common, _output
+
+    stdout = io.TextIOWrapper(out, encoding="utf-8", errors="strict", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True)
+    source = io.BytesIO(stdin.encode("utf-8", "surrogateescape"))
+    stdin_file = io.TextIOWrapper(source, encoding="utf-8", errors="strict")
+    handlers = {signum: signal.getsignal(signum) for signum in _common.STOPPING_SIGNALS}
+    loggers = _logger_states()
+    threads_before = set(threading.enumerate())
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    with contextlib.ExitStack() as stack:
+        for wrapper in (stdin_file, stdout, stderr):  # last: the buffers stay open to be read
+            stack.callback(wrapper.detach)
+        stack.enter_context(mock.patch.object(sys, "argv", [str(HARNESS), *argv]))
+        stack.enter_context(mock.patch.object(sys, "stdin", stdin_file))
+        stack.enter_context(mock.patch.object(sys, "stdout", stdout))
+        stack.enter_context(mock.patch.object(sys, "stderr", stderr))
+        stack.enter_context(mock.patch("uvicorn.run", _no_server))
+        # tempfile keeps the directory it chose first; a new process chooses by its TMPDIR.
+        stack.enter_context(mock.patch.object(tempfile, "tempdir", None))
+        main_module = sys.modules["__main__"]
+        if getattr(main_module, "__package__", None) not in (None, ""):
+            # Click names the program after __main__; under `python -m pytest` that would be
+            # "python -m pytest". A console script's __main__ has no package.
+            script = types.ModuleType("__main__")
+            stack.enter_context(mock.patch.dict(sys.modules, {"__main__": script}))
+        os.environ.clear()
+        os.environ.update(env)
+        # Rich reads a terminal's size from the process's descriptors when COLUMNS is unset;
+        # a real process's pipes have none, and Rich then takes 80 columns.
+        os.environ.setdefault("COLUMNS", "80")
+        _fresh_consoles(stack, _output)
+        os.chdir(cwd)
+        try:
+            yield
+        finally:
+            os.chdir(saved_cwd)
+            _let_input_threads_finish(threads_before)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            atexit.unregister(_common._ignore_stops_at_exit)
+            _restore_loggers(loggers)
+
+
+def _fresh_consoles(stack: contextlib.ExitStack, output: types.ModuleType) -> None:
+    """New Rich consoles for the run, in every module that imported the command's two.
+
+    A console reads the environment (colour, width) when it is made: the ones made at import
+    saw this test process's, not the run's. Typer's help consoles do so too, from constants it
+    reads at its import: they are set as the run's environment would have set them.
+    """
+    from rich.console import Console
+    from typer import rich_utils
+
+    fresh = {"out": Console(), "err": Console(stderr=True)}
+    for name, module in list(sys.modules.items()):
+        if name != "harness" and not name.startswith("harness."):
+            continue
+        for attr, console in fresh.items():
+            if getattr(module, attr, None) is getattr(output, attr):
+                stack.enter_context(mock.patch.object(module, attr, console))
+    colours = ("GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS")
+    force = True if any(os.environ.get(name) for name in colours) else None
+    if os.environ.get("_TYPER_FORCE_DISABLE_TERMINAL"):
+        force = False
+    width = os.environ.get("TERMINAL_WIDTH")
+    stack.enter_context(mock.patch.object(rich_utils, "FORCE_TERMINAL", force))
+    stack.enter_context(mock.patch.object(rich_utils, "MAX_WIDTH", int(width) if width else None))
+
+
+_LoggerState = tuple[logging.Logger, list[logging.Handler], int, bool, bool]
+
+
+def _logger_states() -> list[_LoggerState]:
+    """The set-up of the harness's loggers, which the command changes (``setup_logging``)."""
+    names = ["harness", *(n for n in logging.root.manager.loggerDict if n.startswith("harness."))]
+    states: list[_LoggerState] = []
+    for name in names:
+        log = logging.getLogger(name)
+        states.append((log, list(log.handlers), log.level, log.propagate, log.disabled))
+    return states
+
+
+def _restore_loggers(states: list[_LoggerState]) -> None:
+    known = {log.name for log, *_ in states}
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("harness.") and name not in known:  # made by the run: as new
+            log = logging.getLogger(name)
+            log.handlers.clear()
+            log.setLevel(logging.NOTSET)
+            log.propagate = True
+    for log, handlers, level, propagate, disabled in states:
+        log.handlers[:] = handlers
+        log.setLevel(level)
+        log.propagate = propagate
+        log.disabled = disabled
+
+
+INPUT_THREAD: Final = "harness-chat-input"
+"""The name of ``harness chat``'s reader thread (``harness.cli.main._Lines``)."""
+
+
+def _let_input_threads_finish(before: set[threading.Thread]) -> None:
+    """Wait for the chat's reader thread of this run to reach the end of its (finite) input.
+
+    It reads ``sys.stdin`` line by line until the end; put back too early, stdin would be this
+    process's own, and the thread would read (or wait on) that. In a real process it dies with
+    the process.
+    """
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == INPUT_THREAD:
+            thread.join(timeout=TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _time_limit(argv: Sequence[str], seconds: float) -> Iterator[None]:
+    """Raise :class:`subprocess.TimeoutExpired` in the main thread after ``seconds``.
+
+    As ``subprocess.run(timeout=...)`` does for a real process: a run that hangs (a server that
+    started, a file read that blocks) fails its test instead of the whole suite.
+    """
+
+    def expired(signum: int, frame: object) -> None:
+        raise subprocess.TimeoutExpired([str(HARNESS), *argv], seconds)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class InOrder(concurrent.futures.Executor):
+    """An executor that runs each call at once, on the calling thread: a test's scenarios of
+    runs in this process, which happen on the main thread one at a time.
+
+    The future it returns is already done, holding the call's result or its exception.
+    """
+
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
 
 
 def make_cli(root: Path) -> Cli:

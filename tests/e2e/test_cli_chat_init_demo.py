@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 
@@ -607,12 +606,9 @@ GROUPS = sorted(g.name for g in app.registered_groups if g.name)
 
 @pytest.fixture(scope="module")
 def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    """``harness --help`` (key ``""``) and ``harness <command> --help``, run side by side."""
+    """``harness --help`` (key ``""``) and ``harness <command> --help``, run once for the module."""
     cli = make_cli(tmp_path_factory.mktemp("help"))
-    names = ["", *COMMANDS]
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        results = pool.map(lambda name: cli.run(*[name] if name else [], "--help"), names)
-        return dict(zip(names, results, strict=True))
+    return {name: cli.run(*[name] if name else [], "--help") for name in ["", *COMMANDS]}
 
 
 def test_commands_are_the_documented_six() -> None:

@@ -8,7 +8,6 @@ import os
 import sqlite3
 import subprocess
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -283,7 +282,7 @@ class Outcome:
 
 @pytest.fixture(scope="module")
 def config_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every case of CONFIG_ERRORS, each in its own directory, run side by side for speed."""
+    """Every case of CONFIG_ERRORS, each in its own directory, run once for the module."""
     prepared: dict[str, tuple[Cli, Path, list[str | Path]]] = {}
     for name, case in CONFIG_ERRORS.items():
         tmp = tmp_path_factory.mktemp("config-error")
@@ -297,8 +296,7 @@ def config_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome
         except subprocess.TimeoutExpired:  # a server that started, a file read that blocks
             return Outcome(tmp, Result(tuple(map(str, args)), -1, "", "timed out after 30 s\n"))
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(prepared, pool.map(run, prepared), strict=True))
+    return {name: run(name) for name in prepared}
 
 
 @pytest.mark.parametrize("name", CONFIG_ERRORS)

@@ -71,7 +71,8 @@ def test_without_the_extra_the_error_says_how_to_install_it(cli: Cli, tmp_path: 
     # What `import llama_cpp` finds when the extra is not installed: nothing.
     (hide / "sitecustomize.py").write_text("import sys\nsys.modules['llama_cpp'] = None\n")
 
-    result = cli.run("run", "--model", "local", "hi", env={"PYTHONPATH": str(hide)})
+    # A real process: the hiding is done by a new interpreter's start (sitecustomize).
+    result = cli.run("run", "--model", "local", "hi", env={"PYTHONPATH": str(hide)}, process=True)
 
     assert result.returncode == 2, result
     assert result.stderr_lines == [
@@ -96,9 +97,11 @@ def test_a_build_that_cannot_run_on_this_cpu_is_one_line_not_a_silent_exit_132(
     (build / "llama_cpp" / "lib").mkdir(parents=True)
     (build / "llama_cpp" / "__init__.py").write_text(CRASHING_BUILD, encoding="utf-8")
 
+    # A real process: the build is what a new interpreter imports, and the check that tells
+    # its crash (harness.models._native_check) is about a process that dies of SIGILL.
     result = cli.run(
         "run", "-w", "ws", "-s", "s1", "--model", "local", "Say hi",
-        env={"PYTHONPATH": str(build)},
+        env={"PYTHONPATH": str(build)}, process=True,
     )  # fmt: skip
 
     assert result.returncode == 2, result

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -23,6 +23,7 @@ from _cli_runner import (
     FLUSH_PROMPT,
     NO_MEMORIES,
     Cli,
+    InOrder,
     Result,
     daily_logs,
     last_text,
@@ -71,9 +72,8 @@ def consolidation_turn(text: str, *, match: str = "") -> dict[str, Any]:
 
 
 def run_all(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """Run independent command lines side by side; results in the order of ``calls``."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda call: call(), calls))
+    """Run independent command lines one after another; results in the order of ``calls``."""
+    return [call() for call in calls]
 
 
 def local_days(before: date, after: date) -> set[str]:
@@ -545,7 +545,7 @@ def helps(root: Path) -> dict[str, Result]:
 
 @dataclass(frozen=True)
 class Started:
-    """Every scenario of the module, running side by side."""
+    """Every scenario of the module, each run once for the tests that read it."""
 
     anna: Future[AnnaRun]
     searches: Future[Searches]
@@ -563,8 +563,8 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
     def root(name: str) -> Path:
         return tmp_path_factory.mktemp(name)
 
-    # Scenarios that wait for another are submitted after it, so it is already running.
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    # The commands run in this process, on its main thread, so one after another (InOrder).
+    with InOrder() as pool:
         anna = pool.submit(anna_run, root("anna"))
         yield Started(
             anna=anna,
