@@ -28,7 +28,8 @@ The first turn of a new session is priced too: after each pair, a 2-step call on
 nobody used before (no directory, no state, no lease file yet), timed whole; its median is
 printed beside the continued session's 2-step turn, with their ratio. A new session should cost
 what a continued one does (issue 41): no ``fsync`` on its path unless ``session_fsync`` asks,
-and no more worker-thread round trips than a continued session's.
+and one worker-thread round trip per step, as a continued session (what is left is making its
+files: its directory, its messages, its state, its trace and its lease's lock file).
 
 Targets (issue 28, in one run): the harness's per-step cost <= 8x the bare agent's, and a
 2-step turn (the per-call cost plus two steps) <= 2.5 ms; (issue 41) the fresh session's 2-step
