@@ -46,6 +46,7 @@ from harness.hooks import (
     AgentTraceHook,
     ApprovalHook,
     CompactionHook,
+    FixedPartCheck,
     MemoryFlushHook,
     MemoryMaintenanceHook,
     MemoryProvenanceHook,
@@ -592,7 +593,10 @@ class HarnessAgent:
             flush=flush if compaction.flush_before else None,
             transcript=transcript if compaction.offload_before else None,
         )
-        return [CompactionHook(self.compactor, compaction, log=self.compactions)]
+        hooks: list[Hook] = [CompactionHook(self.compactor, compaction, log=self.compactions)]
+        if compaction.context_window is not None:  # a fixed part too big for it is refused
+            hooks.append(FixedPartCheck(compaction))
+        return hooks
 
     def _file_tools(
         self, toolkit: Toolkit, enabled: bool, eviction: ToolResultEvictionConfig | None

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from harness.compaction.config import MESSAGES_PLACEHOLDER, TruncateArgsConfig
+from harness.compaction.tokens import estimate_message, estimate_text
 from harness.compaction.truncation import truncate_message_args
 from harness.kernel import (
     ContentBlock,
@@ -25,6 +26,7 @@ __all__ = [
     "error_text",
     "extractive_summary",
     "first_request",
+    "fitted",
     "latest_summary",
     "render_for_summary",
     "shrink_tail",
@@ -271,8 +273,49 @@ def tightened(message: Msg) -> Msg | None:
     return message.model_copy(update={"content": [TextBlock(text=text)]})
 
 
-def shrink_tail(tail: list[Msg]) -> tuple[list[Msg], int]:
-    """Cut oversized tool results and tool arguments of a forced compaction's tail."""
+MIN_RESULT_CHARS: Final = 500
+"""The least of a tool result a conversation made to fit keeps (its head and its tail)."""
+
+_CUT_NOTE_TOKENS: Final = 24
+"""Room for the note that stands where a summary's body was cut."""
+
+
+def fitted(message: Msg, max_tokens: int) -> Msg | None:
+    """The summary message cut to ``max_tokens`` estimated tokens; None if it fits already.
+
+    Like :func:`tightened`, by as much as the budget asks: first without its verbatim first
+    request, then with its body cut (head and tail kept, a note between), down to no body at
+    all; the header that points to the transcript stays. The result may still exceed
+    ``max_tokens`` when even that header does not fit.
+    """
+    if estimate_message(message) <= max_tokens:
+        return None
+    text = message.text
+    quoted = text.rfind(_FIRST_REQUEST_HEAD)
+    if quoted != -1:
+        text = text[:quoted]
+    shorter = message.model_copy(update={"content": [TextBlock(text=text)]})
+    over = estimate_message(shorter) - max_tokens
+    body = _summary_body(message)
+    if over > 0 and body and body in text:
+        keep = max(0, len(body) - (over + _CUT_NOTE_TOKENS) * 5 // 2)
+        cut = (
+            _head_tail(body, keep, "cut to fit the window")
+            if keep >= 2
+            else f"...({len(body):,} characters cut to fit the window)..."
+        )
+        if estimate_text(cut) < estimate_text(body):
+            text = text.replace(body, cut)
+    if len(text) >= len(message.text):
+        return None
+    return message.model_copy(update={"content": [TextBlock(text=text)]})
+
+
+def shrink_tail(tail: list[Msg], result_chars: int = FORCED_RESULT_CHARS) -> tuple[list[Msg], int]:
+    """Cut oversized tool results and tool arguments of a forced compaction's tail.
+
+    Tool results longer than ``result_chars`` keep their head and tail.
+    """
     args = TruncateArgsConfig()
     shrunk = 0
     result: list[Msg] = []
@@ -283,10 +326,8 @@ def shrink_tail(tail: list[Msg]) -> tuple[list[Msg], int]:
             content: list[ContentBlock] = []
             changed = False
             for block in message.content:
-                if isinstance(block, ToolResultBlock) and len(block.text) > FORCED_RESULT_CHARS:
-                    text = _head_tail(
-                        block.text, FORCED_RESULT_CHARS, "cut to fit the context window"
-                    )
+                if isinstance(block, ToolResultBlock) and len(block.text) > result_chars:
+                    text = _head_tail(block.text, result_chars, "cut to fit the context window")
                     block = block.model_copy(update={"output": text})
                     changed = True
                     shrunk += 1

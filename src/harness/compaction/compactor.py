@@ -52,6 +52,7 @@ from harness.compaction._summary import (
     summary_message_text,
     tightened,
 )
+from harness.compaction.budget import fit_conversation
 from harness.compaction.config import CompactionConfig
 from harness.compaction.tokens import count_tokens, estimate_tokens
 from harness.compaction.truncation import keep_start
@@ -299,6 +300,7 @@ class ConversationCompactor:
         *,
         force: bool = False,
         on_plan: PlanCallback | None = None,
+        target_tokens: int | None = None,
     ) -> CompactionResult | None:
         """Compact the conversation if it is due (or ``force``); None when nothing was done.
 
@@ -311,6 +313,9 @@ class ConversationCompactor:
                 to the last user turn. For overflow recovery.
             on_plan: Awaited once the cut is known, before anything is written (the hook
                 turns it into a ``PreCompact`` event).
+            target_tokens: With ``force``, the estimated tokens the new conversation may take
+                (from the provider's sizes, :mod:`harness.compaction.budget`): the summary,
+                and if need be the kept tail's tool results, are cut to fit it.
 
         Raises:
             asyncio.CancelledError, AgentInterrupted: The call was interrupted; nothing is
@@ -396,6 +401,11 @@ class ConversationCompactor:
                 },
             )
         new_messages = ([summary] if summary is not None else []) + tail
+        if force and target_tokens is not None:
+            fit = fit_conversation(new_messages, target_tokens)
+            if fit is not None:
+                new_messages = fit
+                summary = next((m for m in fit if summary is not None and m.id == summary.id), None)
         return CompactionResult(
             id=compaction_id,
             created_at=created,

@@ -153,6 +153,11 @@ class CompactionConfig:
         keep_fraction: Keep the newest messages that fit this fraction of ``context_window``;
             replaces ``keep_tokens``.
         context_window: The model's context window in tokens; required by the fractions.
+            When known, a first call whose system prompt alone cannot fit it is refused
+            (:class:`~harness.errors.WindowTooSmall`) before the model is asked.
+        reserve_tokens: Tokens kept free for the answer when sizing a recovery, where the
+            provider's error does not state the request's ``max_tokens`` (None: an eighth of
+            the window, at most 4,096).
         flush_before: Flush the summarized messages to memory before summarizing them.
         offload_before: Write the whole conversation to the session transcript before
             compacting, so the summary can point to the full history.
@@ -174,6 +179,7 @@ class CompactionConfig:
     trigger_fraction: float | None = None
     keep_fraction: float | None = None
     context_window: int | None = None
+    reserve_tokens: int | None = None
     flush_before: bool = True
     offload_before: bool = True
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
@@ -200,6 +206,8 @@ class CompactionConfig:
             self.max_summary_input_tokens > 0,
             f"{owner}.max_summary_input_tokens must be > 0, got {self.max_summary_input_tokens!r}",
         )
+        if self.reserve_tokens is not None:
+            _non_negative(owner, reserve_tokens=self.reserve_tokens)
         if self.context_window is not None:
             _require(
                 self.context_window > 0,

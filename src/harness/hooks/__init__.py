@@ -1,7 +1,7 @@
 """The harness's built-in hooks, one module each; each module says its priority and why."""
 
 from harness.hooks.approvals import ApprovalHook
-from harness.hooks.compaction import CompactionHook
+from harness.hooks.compaction import CompactionHook, FixedPartCheck
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
 from harness.hooks.memory_provenance import MemoryProvenanceHook
@@ -26,6 +26,7 @@ __all__ = [
     "AgentTraceHook",
     "ApprovalHook",
     "CompactionHook",
+    "FixedPartCheck",
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
     "MemoryProvenanceHook",

@@ -23,11 +23,20 @@ session's :class:`~harness.session.CompactionLog` when the hook was given one.
 Overflow: when the provider still refuses a request as too long, the agent offers the hook a
 :class:`~harness.kernel.ContextOverflow`; the hook compacts the conversation by force (whatever
 the triggers say: the summary and the last user turn are kept), announces it like any
-compaction and marks the overflow recovered, and the agent runs the step again. When even that
-overflows (a window so small that the summary does not fit beside the system prompt and the
-last turn), the second overflow makes the summary tight: without its verbatim first request,
-its body cut (:func:`~harness.compaction.tightened`). When nothing shrinks, the overflow is left
-unrecovered and the agent raises it.
+compaction and marks the overflow recovered, and the agent runs the step again. When the
+provider's error states the sizes (most do), the forced compaction is sized from them
+(:mod:`harness.compaction.budget`): the refused request's fixed part (system prompt, tool
+schemas) and the provider's count give the tokens the conversation may take, and the summary
+(then, if need be, the kept tool results) is cut to that, so the step's retry fits the first
+time; a fixed part that leaves no room at all is a :class:`~harness.errors.WindowTooSmall`,
+raised at once. If the retry still overflows, its sizes cut the conversation again. Without
+sizes, the second overflow makes the summary tight instead: without its verbatim first
+request, its body cut (:func:`~harness.compaction.tightened`). When nothing shrinks, the
+overflow is left unrecovered and the agent raises it.
+
+:class:`FixedPartCheck`, when the window is known ahead (``config.context_window``), refuses
+the first step of a call whose system prompt alone surely cannot fit it, before the model is
+asked (:func:`~harness.compaction.budget.check_fixed_part`).
 
 Failures: any error of compaction is logged and the step goes on uncompacted; the summarizer's
 own failure does not even get here (the compactor falls back to an extractive summary). An
@@ -37,10 +46,12 @@ error) propagates, so an interrupted call stops instead of calling the model aga
 Priority 10: after trace (0) so traces see the step as the loop built it, and before every
 hook that shapes the request (eviction 50, user hooks 100, workspace context 900), so they all
 work on the compacted conversation and the system prompt they add is never summarized.
+:class:`FixedPartCheck` runs at 950, after them all, to see the request the model would get.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar
@@ -53,6 +64,14 @@ from harness.compaction import (
     is_interruption,
     tightened,
     truncate_args,
+)
+from harness.compaction.budget import (
+    RecoveryBudget,
+    check_fixed_part,
+    fit_conversation,
+    measure,
+    recovery_budget,
+    too_small,
 )
 from harness.kernel import (
     ContextOverflow,
@@ -68,7 +87,7 @@ from harness.kernel import (
 from harness.memory.render import is_summary
 from harness.session import CompactionLog
 
-__all__ = ["CompactionHook", "rebuild_request"]
+__all__ = ["CompactionHook", "FixedPartCheck", "rebuild_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,15 +211,32 @@ class CompactionHook(Hook):
 
         Left unrecovered (the agent raises the overflow) when compaction cannot shrink it; a
         failure of compaction itself is logged, like at PreReasoning, and leaves it unrecovered.
+
+        Raises:
+            WindowTooSmall: The provider's sizes show that the fixed part of the request alone
+                leaves no room for any conversation.
         """
         memory = event.memory
+        budget = self._budget(event)
         if event.attempt > 0:
-            self._tighten(event)
+            if budget is None:
+                self._tighten(event)
+            else:
+                self._refit(event, budget)
             return
         conversation = [m for m in memory if m.role != "system"]
+        config = self.config
+        if budget is not None:  # the summarizer's request must fit the same window
+            limit = min(config.max_summary_input_tokens, budget.room)
+            config = dataclasses.replace(config, max_summary_input_tokens=limit)
         try:
             result = await self.compactor.compact(
-                event.ctx, conversation, self.config, force=True, on_plan=self._pre_compact(event)
+                event.ctx,
+                conversation,
+                config,
+                force=True,
+                on_plan=self._pre_compact(event),
+                target_tokens=max(0, budget.target) if budget is not None else None,
             )
         except Exception as exc:
             if is_interruption(exc):
@@ -218,6 +254,58 @@ class CompactionHook(Hook):
         memory[:] = [*(m for m in memory if m.role == "system"), *result.messages]
         event.recovered = True
         await self._post_compact(event, result)
+
+    def _budget(self, event: ContextOverflow) -> RecoveryBudget | None:
+        """What the conversation may take, from the provider's sizes; None when not stated."""
+        if not event.messages:
+            return None
+        size = measure(event.messages, event.tools, event.memory)
+        budget = recovery_budget(size, event.error, self.config.reserve_tokens)
+        if budget is None:
+            return None
+        logger.info(
+            "context overflow of session %r: the provider counted %s of %s tokens; the "
+            "conversation may take about %s estimated tokens (%s now, fixed part %s, ratio %.2f%s)",
+            event.ctx.session_id,
+            getattr(event.error, "requested_tokens", None),
+            budget.window,
+            budget.target,
+            size.conversation,
+            budget.fixed,
+            budget.ratio,
+            "" if budget.tools_counted else ", tool schemas not counted",
+        )
+        if not budget.fixed_fits:
+            raise too_small(budget, size) from event.error
+        return budget
+
+    @staticmethod
+    def _refit(event: ContextOverflow, budget: RecoveryBudget) -> None:
+        """After a sized recovery still overflowed: the conversation cut to the new sizes.
+
+        The conversation is at its least already, so the ratio now measures mostly the fixed
+        part: when that alone leaves no room, the call is refused (``WindowTooSmall``) rather
+        than tried once more for nothing.
+        """
+        if budget.fixed_tokens + budget.reserve >= budget.window:
+            size = measure(event.messages, event.tools, event.memory)
+            raise too_small(budget, size, measured=True) from event.error
+        memory = event.memory
+        conversation = [m for m in memory if m.role != "system"]
+        fit = fit_conversation(conversation, max(0, budget.target))
+        if fit is None:
+            event.error.add_note(
+                "compaction could not shrink the conversation further: the provider allows "
+                f"{budget.window:,} tokens, of which the system prompt and tools take at least "
+                f"{budget.least_fixed:,} and the answer {budget.reserve:,}; the latest turn "
+                "alone takes more than what is left"
+            )
+            return
+        memory[:] = [*(m for m in memory if m.role == "system"), *fit]
+        event.recovered = True
+        logger.info(
+            "the conversation of session %r was cut to fit the window", event.ctx.session_id
+        )
 
     @staticmethod
     def _tighten(event: ContextOverflow) -> None:
@@ -255,3 +343,35 @@ class CompactionHook(Hook):
             )
         if self.log is not None:
             await self.log.append(event.ctx, details)
+
+
+class FixedPartCheck(Hook):
+    """Refuses a call whose system prompt alone surely cannot fit the known context window.
+
+    At the first step of each call, after every hook shaped the request (priority 950), so the
+    system prompt it measures is the one the model would get; before the model is asked, so no
+    call is spent on a request that cannot succeed. Registered only when the window is known
+    (``config.context_window``); without it, the first overflow's sizes say the same
+    (:class:`CompactionHook`).
+
+    Args:
+        config: The compaction settings: the window and the answer's room.
+    """
+
+    priority = 950
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning,)
+
+    def __init__(self, config: CompactionConfig) -> None:
+        self.config = config
+
+    async def on_event(self, event: Event) -> None:
+        window = self.config.context_window
+        if not isinstance(event, PreReasoning) or event.step != 0 or window is None:
+            return
+        check_fixed_part(
+            event.messages,
+            event.tools,
+            event.memory,
+            window=window,
+            reserve=self.config.reserve_tokens,
+        )
