@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from _backends import FACTORIES, open_backend
 from _processes import answers_ping, free_port, running_server
@@ -16,6 +18,36 @@ from _required import unavailable
 from _servers import OpenAIServer, running
 from harness.context import RuntimeContext
 from harness.filesystem import AbstractFilesystem, SandboxFilesystem
+
+# -- hypothesis: one budget for CI, one for local runs ---------------------------------------
+# A test sets max_examples only where it needs more examples than the budget to find its class
+# (or where one example is so costly that the budget would cost minutes); every other test runs
+# as many as the profile gives. CI runs the thorough one; a local run, the quick one, and replays
+# from the example database (.hypothesis/) what failed before. HYPOTHESIS_PROFILE picks either.
+
+settings.register_profile(
+    "ci",
+    max_examples=100,  # hypothesis's own default: what CI ran before there were profiles
+    deadline=None,  # two shared cores: time per example is no property of the code
+    database=None,  # a fresh clone: nothing to replay, nothing written into the checkout
+    print_blob=True,  # a failure in CI names the example to reproduce it anywhere
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "local",
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or (
+    "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "local"
+)
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def pytest_report_header() -> str:
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE} ({settings.default.max_examples} examples)"
+
 
 _ENV = (
     "HARNESS_WORKSPACE",

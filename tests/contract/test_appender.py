@@ -38,7 +38,6 @@ OPERATIONS = st.lists(
 
 @pytest.mark.parametrize("backend", sorted(FACTORIES))
 @settings(
-    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

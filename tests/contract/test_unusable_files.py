@@ -60,9 +60,7 @@ _TOOLS: dict[str, Operation] = {
 }
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     kind=st.sampled_from(["fifo", "directory", "sparse", "socket"]),
     where=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md", ".MEMORY.md.lock"]),

@@ -17,7 +17,7 @@ NAMES = st.text(
 ).filter(lambda name: name not in {".", ".."})
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(name=NAMES, command=st.sampled_from(["list", "revoke"]), present=st.booleans())
 def test_a_key_file_error_is_one_line_for_any_file_name(
     tmp_path_factory: pytest.TempPathFactory, name: str, command: str, present: bool

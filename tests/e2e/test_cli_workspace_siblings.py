@@ -126,7 +126,7 @@ _NAMES = st.text(
 ).filter(lambda name: name.strip(".") != "" and name == name.strip())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(_NAMES, min_size=2, max_size=2, unique=True), data=st.data())
 def test_any_spelling_of_a_neighbour_is_refused_and_the_first_is_kept(
     names: list[str], data: st.DataObject

@@ -84,7 +84,6 @@ def _tree(root: Path) -> dict[str, bytes | str]:
 
 
 @settings(
-    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -152,7 +151,6 @@ _SWAPS = st.sampled_from(["append", "append", "append", "out", "bob", "inside", 
 
 
 @settings(
-    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

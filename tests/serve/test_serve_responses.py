@@ -442,9 +442,7 @@ def test_no_string_breaks_the_decoding(ident: str) -> None:
     assert session is None or isinstance(session, str)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ident=st.text(max_size=300)
     | st.from_regex(r"resp_[a-z2-7]{0,40}_[0-9a-f]{1,20}", fullmatch=True)

@@ -194,7 +194,7 @@ def test_any_last_event_id_is_an_id_or_ignored_never_an_error(server: Served) ->
             reply.read()
         whole = api.get("/v1/sessions/any/events").text
 
-        @settings(max_examples=80, deadline=None)
+        @settings(deadline=None)
         @given(st.text(max_size=60))
         def any_id(text: str) -> None:
             parsed = parse_event_id(text)

@@ -416,9 +416,7 @@ async def test_tools_run_through_the_toolkit_with_the_calls_context(workspace: P
 _KEPT_SPELLINGS = st.sampled_from(["agents", "Agents", "AGENTS", "./agents", "/agents", "agents/"])
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     top=_KEPT_SPELLINGS,
     rest=st.sampled_from(["harness/tasks/t.json", "harness/context/s/messages.jsonl", "x.md"]),

@@ -148,9 +148,7 @@ class BrokenDisk(LocalFilesystem):
     read = write = edit = grep = glob = ls = _fail
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     failure=st.sampled_from([OSError(5, "Input/output error"), ValueError("bad bytes")]),
     name=st.sampled_from(
@@ -185,9 +183,7 @@ def test_a_successful_call_is_not_an_error(workspace: Path) -> None:
     )  # a name, not a failure
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     arguments=st.one_of(
         st.just({"command": " "}),

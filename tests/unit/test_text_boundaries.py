@@ -36,9 +36,7 @@ async def _saved(workspace: Path) -> list[Msg]:
     return await SessionStore(WorkspaceManager(workspace), "harness").load(CTX)
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_DIRTY, as_message=st.booleans())
 async def test_a_users_text_that_is_not_text_is_refused_before_anything_runs(
     tmp_path_factory: pytest.TempPathFactory, text: str, as_message: bool
@@ -59,9 +57,7 @@ async def test_a_users_text_that_is_not_text_is_refused_before_anything_runs(
         assert (await agent.call("after", ctx=CTX)).text == "ok"
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(answer=_DIRTY, argument=_DIRTY, output=_DIRTY)
 async def test_what_the_model_and_a_tool_give_is_escaped_and_the_session_saves(
     tmp_path_factory: pytest.TempPathFactory, answer: str, argument: str, output: str

@@ -92,9 +92,7 @@ DECISIONS = {
 }
 
 
-@settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 @example(steps=[("decide", "approve"), ("crash-started", ""), ("resume", "")])
 @example(steps=[("decide", "edit"), ("late", ""), ("new-turn", "")])

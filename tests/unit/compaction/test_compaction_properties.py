@@ -145,7 +145,7 @@ def test_no_tool_call_is_separated_from_its_results(
         assert "request 0" in result.summary.text
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunks=st.lists(turns(), min_size=5, max_size=5))
 def test_the_first_request_survives_five_compactions(chunks: list[list[Turn]]) -> None:
     ids = counter()

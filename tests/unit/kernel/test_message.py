@@ -83,7 +83,7 @@ def messages(draw: st.DrawFn) -> Msg:
 # --- serialization ----------------------------------------------------------------------------
 
 
-@settings(max_examples=60, database=None)
+@settings(database=None)
 @given(messages())
 def test_msg_round_trips_through_model_dump_json(msg: Msg) -> None:
     restored = Msg.model_validate_json(msg.model_dump_json())
@@ -92,7 +92,7 @@ def test_msg_round_trips_through_model_dump_json(msg: Msg) -> None:
     assert restored.model_dump() == msg.model_dump()
 
 
-@settings(max_examples=60, database=None)
+@settings(database=None)
 @given(messages())
 def test_msg_round_trips_through_json_module(msg: Msg) -> None:
     wire = json.dumps(msg.model_dump(mode="json"), ensure_ascii=False)

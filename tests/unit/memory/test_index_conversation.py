@@ -182,9 +182,7 @@ _FILE = st.lists(
 )
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     files=st.lists(_FILE, min_size=1, max_size=3),
     query=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" ".join),
@@ -249,7 +247,7 @@ _CHAT_LINE = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     start=st.lists(_CHAT_LINE, max_size=25).map("\n".join),
     added=st.lists(_CHAT_LINE, min_size=1, max_size=8).map("\n".join),

@@ -49,9 +49,7 @@ async def _lease_key(tmp_path: Path, ctx: RuntimeContext) -> str:
     return leases.keys[0]
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.none(), _IDS), _IDS, st.one_of(st.none(), _IDS), _IDS)
 async def test_two_calls_share_a_lease_exactly_when_they_share_a_directory(
     tmp_path: Path, user_a: str | None, session_a: str, user_b: str | None, session_b: str

@@ -80,7 +80,7 @@ _CALLS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls=_CALLS, keep=st.sampled_from([1, 2, 256]))
 def test_kept_descriptors_never_let_two_holders_in_at_once(
     calls: list[tuple[str, float, float | None]], keep: int
