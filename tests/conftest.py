@@ -46,7 +46,8 @@ settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 def pytest_report_header() -> str:
-    return f"hypothesis profile: {HYPOTHESIS_PROFILE} ({settings.default.max_examples} examples)"
+    examples = settings.get_profile(HYPOTHESIS_PROFILE).max_examples
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE} ({examples} examples)"
 
 
 _ENV = (
