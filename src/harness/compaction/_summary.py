@@ -285,8 +285,8 @@ def fitted(message: Msg, max_tokens: int) -> Msg | None:
 
     Like :func:`tightened`, by as much as the budget asks: first without its verbatim first
     request, then with its body cut (head and tail kept, a note between), down to no body at
-    all; the header that points to the transcript stays. The result may still exceed
-    ``max_tokens`` when even that header does not fit.
+    all, and last to one line that says where the conversation is kept (the metadata, with the
+    first request, stays whole). The result may still exceed ``max_tokens``.
     """
     if estimate_message(message) <= max_tokens:
         return None
@@ -306,9 +306,19 @@ def fitted(message: Msg, max_tokens: int) -> Msg | None:
         )
         if estimate_text(cut) < estimate_text(body):
             text = text.replace(body, cut)
+        if keep < 2 and estimate_text(text) > max_tokens:  # not even the header fits: one line
+            text = _cut_summary_text(message)
     if len(text) >= len(message.text):
         return None
     return message.model_copy(update={"content": [TextBlock(text=text)]})
+
+
+def _cut_summary_text(message: Msg) -> str:
+    """The least a summary says: that there was a conversation, and where it is kept."""
+    meta = message.metadata.get(SUMMARY_METADATA_KEY)
+    transcript = meta.get("transcript") if isinstance(meta, Mapping) else None
+    where = f", saved in {transcript}" if isinstance(transcript, str) and transcript else ""
+    return f"(An earlier conversation{where}; its summary was cut to fit the context window.)"
 
 
 def shrink_tail(tail: list[Msg], result_chars: int = FORCED_RESULT_CHARS) -> tuple[list[Msg], int]:

@@ -234,11 +234,13 @@ def check_fixed_part(
         WindowTooSmall: The system messages alone, at the lowest count a tokenizer gives
             (:data:`LOWEST_RATIO`), and the answer's room exceed the window.
     """
-    size = measure(messages, tools, memory)
-    at_least = math.ceil(size.system * LOWEST_RATIO)
+    kept_ids = {m.id for m in memory if m.role != "system"}
+    fixed = [m for m in messages if m.role == "system" or m.id not in kept_ids]
+    at_least = math.ceil(sum(estimate_message(m) for m in fixed) * LOWEST_RATIO)
     kept = answer_reserve(window, reserve)
     if at_least + kept < window:
         return
+    size = measure(messages, tools, memory)
     tools_note = (
         f", before {size.tool_count} tool schemas (about {math.ceil(size.tools * LOWEST_RATIO):,}"
         " tokens more where the provider counts them) and any conversation"
