@@ -224,8 +224,11 @@ class _HeldAppender(Appender):
         replace: Mapping[str, bytes] | None = None,
         sync: bool = True,
         release: bool = False,
+        sync_append: bool = False,
     ) -> None:
-        """The append and the replacements in one worker-thread hop (:meth:`Appender.write`).
+        """The append, the replacements and the sync in one worker-thread hop.
+
+        (:meth:`Appender.write`.)
 
         The files beside the held one are replaced through the directory the held file was
         reached by (no second walk from the root), each under its sidecar lock, as
@@ -237,14 +240,26 @@ class _HeldAppender(Appender):
             sibling(self.path, name)  # a plain name, or ValueError before anything is written
         try:
             await asyncio.to_thread(
-                _storage, self.path, lambda: self._write(blob, names, sync=sync, release=release)
+                _storage,
+                self.path,
+                lambda: self._write(
+                    blob, names, sync=sync, release=release, sync_append=sync_append
+                ),
             )
         except BaseException:
             if release:
                 await self.aclose()
             raise
 
-    def _write(self, data: bytes, names: Mapping[str, bytes], *, sync: bool, release: bool) -> None:
+    def _write(
+        self,
+        data: bytes,
+        names: Mapping[str, bytes],
+        *,
+        sync: bool,
+        release: bool,
+        sync_append: bool,
+    ) -> None:
         if data:
             self._append(data)
         if names:
@@ -258,6 +273,13 @@ class _HeldAppender(Appender):
             if held.name in names:  # its own file was replaced: the next append opens the new one
                 self._held = None
                 held.close()
+        if sync_append:
+            if self._held is not None:
+                self._held.sync()
+            else:  # its own file was just replaced (and synced): sync the new one by its path
+                self._local._retry_fresh(
+                    self.path, self.ctx, lambda target: self._local._sync(target, self.path)
+                )
         if release and self._held is not None:  # closed here, not in a second hop
             held, self._held = self._held, None
             held.close()

@@ -438,6 +438,7 @@ class Appender:
         replace: Mapping[str, bytes] | None = None,
         sync: bool = True,
         release: bool = False,
+        sync_append: bool = False,
     ) -> None:
         """Append ``data`` (if any), then replace files beside this one, in one trip if possible.
 
@@ -456,11 +457,15 @@ class Appender:
                 nothing to sync ignore it (this default one always syncs as ``put`` does).
             release: Let go of the held file afterwards, as :meth:`aclose` (the writer's last
                 write: no second round trip to close it).
+            sync_append: Then make every append so far survive a power loss, as :meth:`sync`
+                does (in the same trip: a writer that syncs each record pays no second one).
         """
         if data:
             await self.append(data)
         for name, blob in (replace or {}).items():
             await self.storage.put(sibling(self.path, name), blob, self.ctx)
+        if sync_append:
+            await self.sync()
         if release:
             await self.aclose()
 

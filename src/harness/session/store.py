@@ -28,7 +28,8 @@ A damaged file is repaired on load, never silently shortened:
 The state is rewritten whole (atomically) when a hook changed it, which is rare: when a session
 starts, when the workspace's memory files change under it, after a compaction. A call writes it
 with the step's messages, in the same trip to the storage, and without ``fsync`` unless
-``fsync`` asks (its loss costs no message). It is read at every load (a call elsewhere may have changed it without changing the messages), and parsed
+``fsync`` asks (its loss costs no message). It is read at every load (a call elsewhere may have
+changed it without changing the messages), and parsed
 only when its bytes changed. A state file that cannot be read is logged and the session goes
 on with an empty state: the hooks then start afresh, as for a new session, and no message is
 lost.
@@ -331,13 +332,19 @@ class SessionStore:
         rewrites = messages.rewrites if isinstance(messages, History) else 0
         state_data = _state_bytes(state) if state is not None else None
         state_path = self._state_path(ctx)
-        # The held file is let go with the call's last write, unless a sync is still to come.
-        release = end and self.fsync is None
+        # The held file is let go with the call's last write; a sync goes in the same trip.
+        durable = self.fsync == "step" or (self.fsync == "turn" and end)
         try:
             await self._save(
-                path, source, rewrites, exclusive=exclusive, state=state_data, release=release
+                path,
+                source,
+                rewrites,
+                exclusive=exclusive,
+                state=state_data,
+                release=end,
+                durable=durable,
             )
-            if path in self._unsynced and (self.fsync == "step" or (self.fsync and end)):
+            if durable and path in self._unsynced:  # not synced by the write itself
                 appender = self._appenders.get(path)
                 await (appender.sync() if appender else self.workspace.sync(path))
                 self._unsynced.discard(path)
@@ -362,12 +369,13 @@ class SessionStore:
         exclusive: bool,
         state: bytes | None = None,
         release: bool = False,
+        durable: bool = False,
     ) -> None:
         count = len(source)
         known = self._known.get(path)
         if exclusive and known is not None and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
-            await self._write(path, new, state, release=release)
+            await self._write(path, new, state, release=release, durable=durable)
             tail = (known.tail + new)[-_TAIL:]
             self._known[path] = _Known(known.size + len(new), tail, source, count, rewrites)
             return
@@ -375,7 +383,7 @@ class SessionStore:
         data = found[0] if found is not None else b""
         if known is not None and known.matches(data) and known.continued_by(source, rewrites):
             new = _serialize(source[known.count : count])
-            await self._write(path, new, state, release=release)
+            await self._write(path, new, state, release=release, durable=durable)
             data += new
         else:
             data = _serialize(source[:count])
@@ -383,8 +391,13 @@ class SessionStore:
             self._unsynced.discard(path)  # a rewrite is synced (temporary file, fsync, rename)
         self._known[path] = _Known(len(data), data[-_TAIL:], source, count, rewrites)
 
-    async def _write(self, path: str, data: bytes, state: bytes | None, *, release: bool) -> None:
-        """Append ``data`` and replace the state (when given), in one trip if the file is held."""
+    async def _write(
+        self, path: str, data: bytes, state: bytes | None, *, release: bool, durable: bool
+    ) -> None:
+        """Append ``data`` and replace the state (when given), in one trip if the file is held.
+
+        ``durable``: the session's appends are to be synced too (``fsync``), in that trip.
+        """
         if data and self.fsync is not None:
             self._unsynced.add(path)
         appender = self._appenders.get(path)
@@ -394,13 +407,17 @@ class SessionStore:
             if state is not None:
                 await self.workspace.put_bytes(path.rsplit("/", 1)[0] + "/" + STATE_FILE, state)
             return
-        if data or state is not None or release:
+        sync_append = durable and path in self._unsynced
+        if data or state is not None or release or sync_append:
             await appender.write(
                 data,
                 replace={STATE_FILE: state} if state is not None else None,
                 sync=self.fsync is not None,
                 release=release,
+                sync_append=sync_append,
             )
+            if sync_append:
+                self._unsynced.discard(path)
 
     async def _rewrite(self, path: str, data: bytes, state: bytes | None, *, release: bool) -> None:
         """Replace the messages, and the state when given, in one trip if the file is held.

@@ -119,9 +119,11 @@ async def test_session_fsync_still_syncs_what_it_promises(
     harness = agent(workspace, fsync)
     try:
         await counter.call(harness, "warm-up")
-        _, fsyncs = await counter.call(harness, "new")
+        hops, fsyncs = await counter.call(harness, "new")
     finally:
         await harness.aclose()
     # Each save syncs its append ("step"), or the call's end does ("turn"); the new state
     # (written at the first step) is synced too: file and directory.
     assert fsyncs == synced + 2
+    # In the step's own trip to the worker thread: syncing costs no round trip of its own.
+    assert hops <= 1 + STEPS + 1 + 1 + 1
