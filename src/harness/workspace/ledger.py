@@ -15,10 +15,11 @@ A reader does not start from the first record every time: a ledger keeps, per ke
 records it has read and *views* built from them (:class:`View`: the approvals by id and by
 tool call, say), and brings them up to date with only what was appended since (on the disk,
 the bytes past the offset it read up to, a file replaced or shortened read again whole; in a
-store, the numbered changes after the last it read). So a question about one approval costs the same at the thousandth record as at the first, and
-a session with N records costs O(N) over its life, not O(N^2). Views are changed only under
-the key's lock and on the thread that reads the file; what :meth:`Ledger.query` hands out is
-the answer its ``ask`` computed there (immutable records, copies), never the view itself.
+store, the numbered changes after the last it read). So a question about one approval costs
+the same at the thousandth record as at the first, and a session with N records costs O(N)
+over its life, not O(N^2). Views are changed only under the key's lock and on the thread that
+reads the file; what :meth:`Ledger.query` hands out is the answer its ``ask`` computed there
+(immutable records, copies), never the view itself.
 """
 
 from __future__ import annotations
@@ -188,9 +189,9 @@ class FileLedger:
         def keys() -> list[str]:
             found = []
             for path in sorted(self.directory.glob("*.jsonl")) if self.directory.exists() else []:
-                for record in _parse(_first_line(path))[:1]:
-                    if isinstance(record.get("key"), str):
-                        found.append(record["key"])
+                record = _first_record(path)
+                if record is not None and isinstance(record.get("key"), str):
+                    found.append(record["key"])
             return found
 
         return await asyncio.to_thread(keys)
@@ -271,12 +272,16 @@ def _whole(change: Change) -> Callable[[_Records], list[Record]]:
     return lambda view: change(list(view.items))
 
 
-def _first_line(path: Path) -> bytes:
+def _first_record(path: Path) -> Record | None:
+    """The file's first whole record (each names its key), read no further than it."""
     try:
         with path.open("rb") as file:
-            return file.readline()
+            for line in file:
+                if line.endswith(b"\n") and (found := _parse(line)):
+                    return found[0]
     except OSError:
-        return b""
+        return None
+    return None
 
 
 def _read_from(fd: int, offset: int) -> bytes:

@@ -171,6 +171,8 @@ async def test_a_file_ledger_reads_only_what_was_appended_since(
     ledger = FileLedger(tmp_path / "ledger")
     await ledger.change("k", lambda _: [{"kind": "x", "id": str(i)} for i in range(10)])
     assert parsed[0] == 0  # its own records are not read back
+    assert await ledger.sessions() == ["k"]
+    parsed[0] = 0
     _append_as_another_process(ledger.path("k"), [{"kind": "x", "id": "10"}])
     assert [r["id"] for r in await ledger.records("k")] == [str(i) for i in range(11)]
     assert parsed[0] == 1  # only the other writer's record
