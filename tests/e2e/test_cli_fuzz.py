@@ -12,12 +12,13 @@ The property: the command exits 0, 1 or 2; no Python traceback is printed; and a
 most :data:`MAX_ERROR_LINES` lines on stderr, the last one ``error: ...``, with at most that
 many lines on stdout.
 
-Most examples run in this process, through :func:`harness.cli.main.main` (what the console
+The examples run in this process, through :func:`harness.cli.main.main` (what the console
 script calls), which saves the interpreter's start (~0.7 s) each time. Then every parameter of
-every command gets non-UTF-8 bytes in a real process: the interpreter decodes those with
-``surrogateescape``, and its stdout and stderr encode what is printed as a terminal's would.
-A NUL cannot be passed in a real argv (the kernel ends each argument at the first NUL), so NUL
-values are tried in this process only.
+every command gets non-UTF-8 bytes, as a real process's ``sys.argv`` holds them (the interpreter
+decodes argv with ``surrogateescape``) and with stdout and stderr that encode what is printed as
+a real process's pipes would; for one parameter of each command a real process holds that
+premise. A NUL cannot be passed in a real argv (the kernel ends each argument at the first NUL),
+so NUL values are tried in this process only.
 
 ``HARNESS_FUZZ_EXAMPLES`` raises the number of examples per command (default 20) for a longer
 search.
@@ -621,9 +622,47 @@ def _with_bytes(path: str, name: str) -> tuple[str, ...]:
     return argv_of(path, values)
 
 
+REAL_PROCESS_CASES: Final = [
+    next(case for case in NON_UTF8_CASES if case[0] == path)
+    for path in sorted({path for path, _ in NON_UTF8_CASES})
+]
+"""The first such parameter of each command, which also runs in a real process."""
+
+
 @pytest.fixture(scope="module")
 def non_utf8_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Outcome]:
-    """Every case of NON_UTF8_CASES run as a real ``harness`` process, two at a time."""
+    """Every case of NON_UTF8_CASES run in this process, as the console script runs it.
+
+    An argv of bytes reaches a real process's ``sys.argv`` as :func:`os.fsdecode` makes them
+    (``surrogateescape``), which is what :func:`_with_bytes` puts in; the real process's pipes
+    are what :func:`run_in_process` gives. The real-process test below holds that premise for a
+    parameter of every command.
+    """
+    home = tmp_path_factory.mktemp("home")
+
+    def run(case: tuple[str, str]) -> Outcome:
+        root = tmp_path_factory.mktemp("bytes")
+        prepare(root, "none")
+        with mock.patch.dict(os.environ, {"HOME": str(home)}):
+            for name in HOSTILE_FREE_ENV:
+                os.environ.pop(name, None)
+            return run_in_process(Invocation(_with_bytes(*case)), root)
+
+    return {case: run(case) for case in NON_UTF8_CASES}
+
+
+@pytest.mark.parametrize(("path", "name"), NON_UTF8_CASES)
+def test_non_utf8_bytes_in_argv_get_a_clear_line(
+    non_utf8_outcomes: dict[tuple[str, str], Outcome], path: str, name: str
+) -> None:
+    check(non_utf8_outcomes[path, name])
+
+
+@pytest.fixture(scope="module")
+def non_utf8_real_outcomes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, str], Outcome]:
+    """Every case of REAL_PROCESS_CASES run as a real ``harness`` process, two at a time."""
     env = {k: v for k, v in os.environ.items() if k not in HOSTILE_FREE_ENV}
     env["HOME"] = str(tmp_path_factory.mktemp("home"))
     env["PYTHONWARNINGS"] = "error"
@@ -650,14 +689,20 @@ def non_utf8_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[st
         return Outcome(invocation, done.returncode, _decoded(done.stdout), _decoded(done.stderr))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(NON_UTF8_CASES, pool.map(run, NON_UTF8_CASES), strict=True))
+        return dict(zip(REAL_PROCESS_CASES, pool.map(run, REAL_PROCESS_CASES), strict=True))
 
 
-@pytest.mark.parametrize(("path", "name"), NON_UTF8_CASES)
+@pytest.mark.parametrize(("path", "name"), REAL_PROCESS_CASES)
 def test_non_utf8_bytes_in_a_real_argv_get_a_clear_line(
-    non_utf8_outcomes: dict[tuple[str, str], Outcome], path: str, name: str
+    non_utf8_real_outcomes: dict[tuple[str, str], Outcome],
+    non_utf8_outcomes: dict[tuple[str, str], Outcome],
+    path: str,
+    name: str,
 ) -> None:
-    check(non_utf8_outcomes[path, name])
+    real = non_utf8_real_outcomes[path, name]
+    check(real)
+    # The run in this process stood for this one: it ended the same way.
+    assert real.code == non_utf8_outcomes[path, name].code, (real, non_utf8_outcomes[path, name])
 
 
 # -- what the fuzz found, as plain tests ------------------------------------------------------
