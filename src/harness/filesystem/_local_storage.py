@@ -226,9 +226,7 @@ class _HeldAppender(Appender):
         release: bool = False,
         sync_append: bool = False,
     ) -> None:
-        """The append, the replacements and the sync in one worker-thread hop.
-
-        (:meth:`Appender.write`.)
+        """:meth:`Appender.write` in one worker-thread hop: append, replacements, sync.
 
         The files beside the held one are replaced through the directory the held file was
         reached by (no second walk from the root), each under its sidecar lock, as
