@@ -113,16 +113,18 @@ from harness.kernel import (
     ChatModel,
     ChatResponse,
     Event,
+    Finished,
     Hook,
     Msg,
     PostReasoning,
     PreReasoning,
     TextBlock,
+    ToolResultBlock,
     ToolSchema,
     ToolUseBlock,
     Usage,
 )
-from harness.kernel.streaming import Reply, TextDelta, ThinkingDelta, ToolStarted
+from harness.kernel.streaming import TextDelta, ThinkingDelta, ToolStarted
 from harness.memory import MemoryConfig
 from harness.memory.consolidation import CONSOLIDATION_SYSTEM_PROMPT, ConsolidationResult
 from harness.models.anthropic import AnthropicChatModel
@@ -954,7 +956,7 @@ async def local_session(
                     first: float | None = None
                     async for item in agent.stream(text, ctx=ctx):
                         if first is None and isinstance(
-                            item, TextDelta | ThinkingDelta | ToolStarted | Reply
+                            item, TextDelta | ThinkingDelta | ToolStarted | Finished
                         ):
                             first = time.perf_counter() - start
                     log.settle()
@@ -971,6 +973,7 @@ async def save(agent: HarnessAgent, ctx: RuntimeContext, arguments: dict[str, An
     """memory_save through the agent's own toolkit, as a tool call of the model would run it."""
     call = ToolUseBlock(id="bench-save", name="memory_save", input=arguments)
     result = await agent.delegate.toolkit.call(call, ctx)
+    assert isinstance(result, ToolResultBlock), result
     assert not result.is_error, result.text
 
 

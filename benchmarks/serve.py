@@ -58,6 +58,7 @@ from langchain_openai import ChatOpenAI
 
 from harness import HarnessAgent, RuntimeContext
 from harness.cli.main import AgentOptions, opened_agent
+from harness.kernel import Finished
 from harness.models import ScriptedChatModel
 
 REPLY = "Noted, thank you."
@@ -221,9 +222,9 @@ def chat_turn(http: httpx2.AsyncClient, url: str) -> Turn:
 
 def local_turn(agent: HarnessAgent) -> Turn:
     async def turn(session: str, text: str) -> None:
-        reply = await agent.call(text, ctx=RuntimeContext(session_id=session))
-        if reply.text != REPLY:
-            raise RuntimeError(f"{session}: unexpected reply {reply.text!r}")
+        outcome = await agent.call(text, ctx=RuntimeContext(session_id=session))
+        if not isinstance(outcome, Finished) or outcome.reply.text != REPLY:
+            raise RuntimeError(f"{session}: unexpected outcome {outcome!r}")
 
     return turn
 
@@ -239,8 +240,8 @@ def _check(session: str, text: str | None) -> None:
 def local_session(agent: HarnessAgent) -> Opener:
     def opened(session: str) -> SessionTurn:
         async def turn(text: str) -> None:
-            reply = await agent.call(text, ctx=RuntimeContext(session_id=session))
-            _check(session, reply.text)
+            outcome = await agent.call(text, ctx=RuntimeContext(session_id=session))
+            _check(session, outcome.reply.text if isinstance(outcome, Finished) else None)
 
         return turn
 

@@ -75,6 +75,7 @@ async def spawn_and_turn(root: Path, reps: int) -> dict[str, list[float]]:
         start = time.perf_counter()
         reply = await spawning.agent_spawn("worker", ctx, task="Say done.")
         timings["spawn"].append((time.perf_counter() - start) * 1000)
+        assert isinstance(reply, str), reply
         assert "status: ok" in reply, reply
         start = time.perf_counter()
         await direct.call("Say done.", ctx=ctx)
@@ -113,7 +114,7 @@ async def background_tasks(root: Path, rounds: int, max_running: int) -> dict[st
         ids = [
             line.split(": ", 1)[1]
             for r in replies
-            for line in r.splitlines()
+            for line in str(r).splitlines()
             if line.startswith("task_id: ")
         ]
         assert len(ids) == TASKS

@@ -62,16 +62,18 @@ from harness.kernel import (
     DEFAULT_MAX_ITERS,
     SYNTHETIC,
     ChatModel,
+    Ended,
+    Failed,
+    Finished,
     Hook,
     Msg,
     ReActAgent,
-    Reply,
     SessionState,
     StreamItem,
     Tool,
     Toolkit,
     as_messages,
-    replied,
+    ended,
     unanswered_calls,
     written_by_harness,
 )
@@ -309,23 +311,27 @@ class HarnessAgent:
 
     async def call(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
-    ) -> Msg:
-        """Continue the context's session with new input and return the reply.
+    ) -> Ended:
+        """Continue the context's session with new input; returns how the turn ended.
 
-        This is :meth:`stream`, consumed: one turn engine whether or not anyone watches.
+        :class:`~harness.kernel.Finished` carries the reply; :class:`~harness.kernel.Paused`
+        the tool calls that wait for a decision (:meth:`resume` continues the turn). A
+        cancelled or failed turn raises its error. This is :meth:`stream`, consumed: one turn
+        engine whether or not anyone watches.
 
         Args:
             msgs: A user text, a message, a list of messages, or nothing.
             ctx: Who the call is for and which session it continues (``"default"`` if unset).
         """
-        return await replied(self.stream(msgs, ctx=ctx))
+        return await ended(self.stream(msgs, ctx=ctx))
 
     def stream(
         self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
     ) -> AsyncGenerator[StreamItem, None]:
-        """Continue the context's session, yielding deltas and tool activity, then the reply.
+        """Continue the context's session, yielding deltas and tool activity, then the outcome.
 
-        The last item is a :class:`~harness.kernel.Reply`. The session's messages and state
+        The last item is the turn's outcome (:mod:`harness.kernel.outcome`), a failure
+        included. The session's messages and state
         are loaded under its lease and saved as the turn goes
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
@@ -350,25 +356,29 @@ class HarnessAgent:
                 if resuming and not unanswered_calls(memory):
                     # Nothing waits (a decision sent again, a turn another worker resumed):
                     # the turn's reply stands, and the model is not asked again.
-                    yield Reply(_last_reply(memory, ctx))
+                    yield Finished(_last_reply(memory, ctx))
                     return
-                try:
-                    async for item in self.delegate.stream(
-                        msgs, ctx=ctx, memory=memory, state=state
-                    ):
-                        yield item
-                except ContextOverflowError as overflow:
-                    if self.compaction is not None:
-                        raise  # compaction could not make it fit: said in the error's notes
-                    msg = (
-                        f"the conversation no longer fits the model's context window "
-                        f"({overflow}); pass compaction=CompactionConfig() to summarize long "
-                        "history automatically"
-                    )
-                    raise ContextOverflowError(msg) from overflow
+                async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
+                    yield self._advised(item)
+
+    def _advised(self, item: StreamItem) -> StreamItem:
+        """An overflow without compaction says how to turn it on; any other item as it is."""
+        if (
+            not isinstance(item, Failed)
+            or not isinstance(item.error, ContextOverflowError)
+            or self.compaction is not None  # it could not make it fit: said in the notes
+        ):
+            return item
+        msg = (
+            f"the conversation no longer fits the model's context window ({item.error}); pass "
+            "compaction=CompactionConfig() to summarize long history automatically"
+        )
+        advice = ContextOverflowError(msg)
+        advice.__cause__ = item.error
+        return Failed(advice)
 
     def interrupt(self) -> None:
-        """Stop every running call; each raises :class:`~harness.errors.AgentInterrupted`."""
+        """Stop every running call; each ends :class:`~harness.kernel.Cancelled`."""
         self.delegate.interrupt()
 
     async def pending_approvals(self, ctx: RuntimeContext | None = None) -> list[PendingApproval]:
@@ -426,22 +436,22 @@ class HarnessAgent:
         *,
         ctx: RuntimeContext | None = None,
         by: str | None = None,
-    ) -> Msg:
+    ) -> Ended:
         """Record decisions on the session's pending approvals, then continue its turn.
 
-        ``decisions`` maps approval ids (:class:`~harness.errors.CallPaused`'s ``pending``) to
-        a :class:`~harness.approvals.ReviewerDecision` or just ``"approve"`` / ``"reject"``.
+        ``decisions`` maps approval ids (:class:`~harness.kernel.Paused`'s ``pending``) to a
+        :class:`~harness.approvals.ReviewerDecision` or just ``"approve"`` / ``"reject"``.
         The calls decided run (once) or get their results, and the turn goes on from there,
-        in this process or any other; it raises :class:`~harness.errors.CallPaused` again
-        while a call still waits. When nothing waits any more (the same decision sent twice),
-        it returns the turn's reply without asking the model again.
+        in this process or any other; it ends :class:`~harness.kernel.Paused` again while a
+        call still waits. When nothing waits any more (the same decision sent twice), it
+        returns the turn's reply without asking the model again.
 
         Raises:
             UnknownApproval: The session has no pending approval of an id given.
             ApprovalConflict: An approval was already decided otherwise.
             ValueError: A decision its rule does not allow.
         """
-        return await replied(self.resume_stream(decisions, ctx=ctx, by=by))
+        return await ended(self.resume_stream(decisions, ctx=ctx, by=by))
 
     async def resume_stream(
         self,
@@ -696,7 +706,7 @@ class HarnessAgent:
             self.subagents.tasks.on_wait = self._task_waits
         return [ApprovalHook(self.approvals, self.sessions.directory)]
 
-    async def _task_waits(self, record: TaskRecord, pending: list[dict[str, Any]]) -> None:
+    async def _task_waits(self, record: TaskRecord, pending: Sequence[Mapping[str, Any]]) -> None:
         """A background task's child waits: its requests become its parent session's."""
         assert self.approvals is not None
         ctx = RuntimeContext(session_id=record.session_id, user_id=record.user_id)

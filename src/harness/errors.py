@@ -14,8 +14,6 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     │   ├── RateLimitError          the provider refused for rate or quota reasons
     │   └── ScriptExhaustedError    a scripted model has no turn that answers the request
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
-    ├── CallPaused                  tool calls wait for a decision (an approval); the call paused
-    │   └── ApprovalsPending        a new turn on a session whose tool calls wait for decisions
     ├── UnknownApproval             no pending approval of the session has that id
     ├── ApprovalConflict            an approval was already decided otherwise
     ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
@@ -48,8 +46,6 @@ from pathlib import Path
 __all__ = [
     "AgentInterrupted",
     "ApprovalConflict",
-    "ApprovalsPending",
-    "CallPaused",
     "ConfigError",
     "ContextOverflowError",
     "FrontMatterError",
@@ -170,28 +166,6 @@ class ScriptExhaustedError(ModelError):
 
 class AgentInterrupted(HarnessError):
     """A call was stopped by ``interrupt()`` before it finished."""
-
-
-class CallPaused(HarnessError):
-    """A call stopped before tool calls that wait for a decision (an approval).
-
-    Not a failure: the step's other calls ran and the conversation keeps the model's turn with
-    its calls, so a later call on the session continues once they are decided. ``pending``
-    lists what each waits for, as the hook that deferred it described it (for approvals: id,
-    tool, arguments, description, allowed decisions, expiry).
-    """
-
-    def __init__(self, message: str, *, pending: list[dict[str, object]]) -> None:
-        super().__init__(message)
-        self.pending = pending
-
-
-class ApprovalsPending(CallPaused):
-    """A new turn was refused: the session's last tool calls still wait for decisions.
-
-    Nothing of the new turn was accepted; decide the calls in ``pending`` and continue the
-    session first.
-    """
 
 
 class UnknownApproval(HarnessError, LookupError):

@@ -32,8 +32,7 @@ import asyncio, json, sys, time
 from pathlib import Path
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import ApprovalRule
-from harness.errors import CallPaused
-from harness.kernel import Hook, PostActing
+from harness.kernel import Hook, Paused, PostActing
 from harness.models import ScriptedChatModel
 
 root, mode = Path(sys.argv[1]), sys.argv[2]
@@ -81,10 +80,8 @@ async def main():
     ctx = RuntimeContext(session_id="s", user_id="ann")
     try:
         if mode in ("pause", "pause-child"):
-            try:
-                await agent.call("ship it" if mode == "pause" else "delegate it", ctx=ctx)
-            except CallPaused as paused:
-                print(json.dumps(paused.pending))
+            paused = await agent.call("ship it" if mode == "pause" else "delegate it", ctx=ctx)
+            print(json.dumps(list(paused.pending)))
         elif mode == "pause-task":
             await agent.call("background it", ctx=ctx)
             [task] = await agent.tasks.records("ann")
@@ -103,7 +100,10 @@ async def main():
             print(json.dumps([[r.text, r.is_error] for m in messages for r in m.tool_results]))
         else:
             decisions = {sys.argv[3]: "approve"} if len(sys.argv) > 3 else None
-            print(json.dumps((await agent.resume(decisions, ctx=ctx)).text))
+            outcome = await agent.resume(decisions, ctx=ctx)
+            if isinstance(outcome, Paused):
+                sys.exit(f"still paused: {outcome.message}")
+            print(json.dumps(outcome.reply.text))
     finally:
         await agent.aclose()
 
@@ -211,7 +211,7 @@ def test_without_a_decision_a_resume_runs_nothing(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=120)
 
     assert process.returncode != 0
-    assert "CallPaused" in err
+    assert "still paused" in err
     assert runs(tmp_path) == []
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from _disks import fill, small_disk
+from _outcomes import answer
 from _processes import answers_ping, free_port, running_server
 from _required import unavailable
 from harness import HarnessAgent, MemoryConfig, RuntimeContext, TurnNotSaved
@@ -55,13 +56,13 @@ async def test_a_full_disk_fails_the_turn_and_keeps_what_was_saved(tmp_path: Pat
         workspace = disk / "ws"
         model = ScriptedChatModel(TURNS)
         async with HarnessAgent(model=model, workspace=workspace, memory=QUIET) as agent:
-            assert (await agent.call("first", ctx=CTX)).text == "one"
+            assert (answer(await agent.call("first", ctx=CTX))).text == "one"
             filler = fill(disk)
             with pytest.raises(TurnNotSaved, match="could not be saved"):
-                await agent.call(BIG, ctx=CTX)
+                answer(await agent.call(BIG, ctx=CTX))
             assert len(model.requests) == 1  # the model was not asked before the save
             filler.unlink()
-            assert (await agent.call("third", ctx=CTX)).text == "three"
+            assert (answer(await agent.call("third", ctx=CTX))).text == "three"
         saved = await SessionStore(WorkspaceManager(workspace), "harness").load(CTX)
         assert _texts(saved) == ["first", "one", "third", "three"]
 
@@ -129,12 +130,12 @@ async def test_redis_stopped_mid_turn_fails_the_turn_and_loses_nothing_saved(
                 memory=QUIET,
                 tools=[stop_redis],
             )
-            assert (await agent.call("first", ctx=CTX)).text == "one"
+            assert (answer(await agent.call("first", ctx=CTX))).text == "one"
             with pytest.raises(TurnNotSaved):
-                await agent.call("second", ctx=CTX)
+                answer(await agent.call("second", ctx=CTX))
         with persistent_redis(tmp_path / "redis", port):
             await asyncio.sleep(leases.ttl)  # the lease the failed call could not give back
-            assert (await agent.call("third", ctx=CTX)).text == "three"
+            assert (answer(await agent.call("third", ctx=CTX))).text == "three"
             saved = await agent.sessions.load(CTX)
             texts = _texts(saved)
             assert texts[:3] == ["first", "one", "second"]  # accepted before the stop: kept

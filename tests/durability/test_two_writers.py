@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from _outcomes import answer
 from harness import RuntimeContext
 from harness.filesystem import RemoteFilesystem
 from harness.session import SessionStore
@@ -149,10 +150,10 @@ async def test_a_caller_that_waits_too_long_gets_session_busy(
         running = asyncio.create_task(first.call("first", ctx=ctx))
         await asyncio.wait_for(holding.wait(), timeout=30)  # the first call holds the session
         with pytest.raises(SessionBusy, match="in use by another call"):
-            await second.call("second", ctx=ctx)
+            answer(await second.call("second", ctx=ctx))
         release.set()
         await running
-        assert (await second.call("now", ctx=ctx)).text == "done"  # free again
+        assert (answer(await second.call("now", ctx=ctx))).text == "done"  # free again
     if store is not None:
         await store.aclose()
 

@@ -17,6 +17,7 @@ from _cli_runner import (
     write_script,
 )
 
+from _outcomes import answer
 from harness.cli import main as cli_main
 from harness.errors import WorkspaceError
 from harness.stores import InMemoryStore
@@ -178,7 +179,7 @@ async def test_run_and_chat_close_their_store(
 
     if workspace_usable:
         async with cli_main.opened_agent(given) as agent:
-            assert (await agent.call("hello")).text == "hi"
+            assert (answer(await agent.call("hello"))).text == "hi"
             assert not store.closed
     else:
         with pytest.raises(WorkspaceError):

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from harness import HarnessAgent, MemoryConfig, RuntimeContext, SubagentsConfig
+from harness.kernel import Finished
 from harness.models import ScriptedChatModel
 from harness.stores.redis import RedisStore
 from harness.tools import MemoryTools
@@ -88,7 +89,9 @@ async def main(mode: str, url: str, prefix: str, local: str, *args: str) -> None
     )
     try:
         if mode in ("turn", "delegate"):
-            print((await agent.call(args[0], ctx=CTX)).text)
+            outcome = await agent.call(args[0], ctx=CTX)
+            assert isinstance(outcome, Finished), outcome
+            print(outcome.reply.text)
         elif mode == "search":
             assert agent.maintenance is not None
             print(await MemoryTools(agent.workspace, agent.maintenance).memory_search(args[0], CTX))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from _outcomes import answer, ran
 from conftest import LlamaServer
 from harness import CompactionConfig, HarnessAgent
 from harness.context import RuntimeContext
@@ -101,7 +102,7 @@ async def test_a_forced_tool_call_is_executed_and_its_result_sent_back(
     (call,) = [block for block in first.content if isinstance(block, ToolUseBlock)]
     assert call.name == "add"
     assert all(isinstance(call.input[name], int) for name in ("a", "b")), call.input
-    result = await toolkit.call(call, RuntimeContext())
+    result = ran(await toolkit.call(call, RuntimeContext()))
     assert not result.is_error
     assert result.text == str(call.input["a"] + call.input["b"])
 
@@ -171,7 +172,7 @@ async def test_a_session_that_outgrows_the_context_recovers_by_compacting(
         model=model, workspace=workspace, compaction=CompactionConfig(), memory=None
     ) as agent:
         for turn in range(8):
-            reply = await agent.call(f"Note {turn}: {filler} Reply with OK.", ctx=ctx)
+            reply = answer(await agent.call(f"Note {turn}: {filler} Reply with OK.", ctx=ctx))
             assert reply.role == "assistant"
             records = await agent.compactions.read("growing")
             if records:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from conftest import local_weights
 from harness import HarnessAgent
 from harness.context import RuntimeContext
@@ -375,7 +376,9 @@ async def test_a_harness_agent_turn_with_the_local_model(weights: Path, workspac
     ctx = RuntimeContext(session_id="offline", user_id="ada")
 
     async with HarnessAgent(model=local, workspace=workspace) as agent:
-        reply = await agent.call("Hello! Please introduce yourself in one sentence.", ctx=ctx)
+        reply = answer(
+            await agent.call("Hello! Please introduce yourself in one sentence.", ctx=ctx)
+        )
 
     assert reply.text.strip()
     saved = workspace / "users" / "ada" / "agents" / agent.name / "context" / "offline"

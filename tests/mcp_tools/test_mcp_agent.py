@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 from _mcp_helpers import SERVER, alive, stdio_server
 
+from _outcomes import answer
 from harness import HarnessAgent, Hook, RuntimeContext
 from harness.errors import ConfigError
 from harness.kernel import Event, PreReasoning
@@ -55,7 +56,7 @@ async def test_the_model_calls_an_mcp_tool_and_gets_the_result(workspace: Path) 
     mcp = MCPHook([stdio_server("calc")])
     agent = agent_with(workspace, model, mcp, names)
     try:
-        reply = await agent.call("what is 19 + 23?", ctx=RuntimeContext(session_id="s"))
+        reply = answer(await agent.call("what is 19 + 23?", ctx=RuntimeContext(session_id="s")))
     finally:
         await agent.aclose()
         await mcp.aclose()
@@ -80,8 +81,8 @@ async def test_a_server_that_crashes_mid_call_leaves_the_agent_working(
     mcp = MCPHook([stdio_server("calc")])
     agent = agent_with(workspace, model, mcp)
     try:
-        first = await agent.call("crash it")
-        second = await agent.call("are you there?")
+        first = answer(await agent.call("crash it"))
+        second = answer(await agent.call("are you there?"))
     finally:
         await mcp.aclose()
 
@@ -104,7 +105,10 @@ async def test_a_missing_command_is_one_warning_and_the_agent_answers(
     mcp = MCPHook([MCPServerConfig(name="ghost", command="/nonexistent/mcp-server")])
     agent = agent_with(workspace, model, mcp, names)
     try:
-        replies = [(await agent.call("hi")).text, (await agent.call("hi again")).text]
+        replies = [
+            (answer(await agent.call("hi"))).text,
+            (answer(await agent.call("hi again"))).text,
+        ]
     finally:
         await mcp.aclose()
 
@@ -149,7 +153,7 @@ async def test_servers_come_from_the_operators_tools_json(workspace: Path) -> No
         mcp_config=config,
     )
     try:
-        assert (await agent.call("pid?")).text == "done"
+        assert (answer(await agent.call("pid?"))).text == "done"
         pid = int(tool_results(model)[0])
         assert alive(pid)
     finally:
@@ -181,7 +185,7 @@ async def test_a_missing_operator_file_is_a_config_error_naming_it(workspace: Pa
     )
     try:
         with pytest.raises(ConfigError, match=r"no MCP configuration at .*nope\.json"):
-            await agent.call("hi")
+            answer(await agent.call("hi"))
     finally:
         await agent.aclose()
 
@@ -205,7 +209,7 @@ async def test_allowed_tools_keeps_the_other_mcp_tools_out_and_unused_servers_of
         allowed_tools=["calc__add"],
     )
     try:
-        await agent.call("hi", ctx=RuntimeContext(session_id="s"))
+        answer(await agent.call("hi", ctx=RuntimeContext(session_id="s")))
         assert agent.mcp.toolset is not None
         started = {connection.name for connection in agent.mcp.toolset.connections}
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from _tracing import BIG, SESSION, USER, read_records, run_full_call, trace_file, traced_agent
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.errors import ScriptExhaustedError, StorageError
 from harness.hooks.trace import AgentTraceHook
@@ -110,7 +111,7 @@ async def test_long_arguments_are_cut(workspace: Path) -> None:
         {"text": "ok"},
     ]
     agent, _, _ = traced_agent(workspace, script)
-    await agent.call("go", ctx=RuntimeContext(session_id="cut"))
+    answer(await agent.call("go", ctx=RuntimeContext(session_id="cut")))
     (acting,) = by_event(read_records(trace_file(workspace, "cut", None)), "PostActing")
     assert acting["arguments"] == '{"term": "' + "y" * 290 + "..."
     assert acting["result_chars"] == len(f"{long_term}: found")
@@ -119,7 +120,7 @@ async def test_long_arguments_are_cut(workspace: Path) -> None:
 async def test_a_failed_call_is_written_with_its_error(workspace: Path) -> None:
     agent, _, _ = traced_agent(workspace, [])  # no turn fits: the model fails
     with pytest.raises(ScriptExhaustedError):
-        await agent.call("anything", ctx=RuntimeContext(session_id="bad", user_id=USER))
+        answer(await agent.call("anything", ctx=RuntimeContext(session_id="bad", user_id=USER)))
     records = read_records(trace_file(workspace, "bad"))
     assert [r["event"] for r in records] == ["PreCall", "PreReasoning", "Error"]
     error = records[-1]
@@ -134,8 +135,8 @@ async def test_successive_calls_append_with_their_own_call_ids(workspace: Path) 
     script = [{"text": "one"}, {"text": "two"}]
     agent, _, _ = traced_agent(workspace, script)
     ctx = RuntimeContext(session_id="twice")
-    await agent.call("first", ctx=ctx)
-    await agent.call("second", ctx=ctx)
+    answer(await agent.call("first", ctx=ctx))
+    answer(await agent.call("second", ctx=ctx))
     records = read_records(trace_file(workspace, "twice", None))
     ids = [r["call_id"] for r in records]
     assert len(set(ids)) == 2
@@ -207,8 +208,8 @@ async def test_concurrent_calls_on_two_sessions_write_two_files_without_mixing(
 
 async def test_traces_live_in_the_callers_namespace(workspace: Path) -> None:
     agent, _, _ = traced_agent(workspace, [{"text": "hi", "repeat": True}])
-    await agent.call("x", ctx=RuntimeContext(session_id="same", user_id="ann"))
-    await agent.call("x", ctx=RuntimeContext(session_id="same"))
+    answer(await agent.call("x", ctx=RuntimeContext(session_id="same", user_id="ann")))
+    answer(await agent.call("x", ctx=RuntimeContext(session_id="same")))
     assert trace_file(workspace, "same", "ann").exists()
     assert trace_file(workspace, "same", None).exists()
     assert not (workspace / "users" / "bob").exists()
@@ -230,7 +231,7 @@ async def test_without_a_workspace_the_hook_only_logs(
         memory=None,
     )
     with caplog.at_level(logging.INFO, logger="harness.trace"):
-        await agent.call("hi", ctx=RuntimeContext(session_id="log"))
+        answer(await agent.call("hi", ctx=RuntimeContext(session_id="log")))
     assert [r.getMessage().split()[1] for r in caplog.records if r.name == "harness.trace"] == [
         "PreCall",
         "PreReasoning",
@@ -250,7 +251,7 @@ async def test_a_trace_that_cannot_be_written_never_fails_the_call(
 
     monkeypatch.setattr(ws, "append_text", broken)
     with caplog.at_level(logging.WARNING, logger="harness.trace"):
-        reply = await agent.call("q", ctx=RuntimeContext(session_id="full"))
+        reply = answer(await agent.call("q", ctx=RuntimeContext(session_id="full")))
     assert reply.text == "fine"
     assert "could not write the trace of session 'full': disk full" in caplog.text
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.errors import ScriptExhaustedError
 from harness.filesystem import LocalFilesystem, SandboxFilesystem
@@ -45,8 +46,8 @@ def _agent(workspace: Path, fs: object, turns: list[dict[str, object]]) -> Harne
 async def test_start_and_release_once_per_call(workspace: Path, tmp_path: Path) -> None:
     fs = RecordingSandbox(tmp_path / "sandbox")
     agent = _agent(workspace, fs, [{"text": "done", "repeat": True}])
-    await agent.call("one", ctx=RuntimeContext(session_id="s1", user_id="alice"))
-    await agent.call("two", ctx=RuntimeContext(session_id="s2", user_id="bob"))
+    answer(await agent.call("one", ctx=RuntimeContext(session_id="s1", user_id="alice")))
+    answer(await agent.call("two", ctx=RuntimeContext(session_id="s2", user_id="bob")))
     assert fs.log == [
         ("start", "alice", "s1"),
         ("release", "alice", "s1"),
@@ -61,13 +62,13 @@ async def test_release_runs_when_the_call_fails(workspace: Path, tmp_path: Path)
     fs = RecordingSandbox(tmp_path / "sandbox")
     agent = _agent(workspace, fs, [])  # no turn: the model call fails
     with pytest.raises(ScriptExhaustedError):
-        await agent.call("hello", ctx=RuntimeContext(session_id="s", user_id="alice"))
+        answer(await agent.call("hello", ctx=RuntimeContext(session_id="s", user_id="alice")))
     assert fs.log == [("start", "alice", "s"), ("release", "alice", "s")]
 
 
 async def test_a_backend_without_a_lifecycle_is_left_alone(workspace: Path, tmp_path: Path) -> None:
     agent = _agent(workspace, LocalFilesystem(tmp_path / "plain"), [{"text": "done"}])
-    reply = await agent.call("hi", ctx=RuntimeContext(session_id="s"))
+    reply = answer(await agent.call("hi", ctx=RuntimeContext(session_id="s")))
     assert reply.text == "done"
 
 
@@ -92,7 +93,7 @@ async def test_an_agent_on_a_sandbox_gets_the_hook_and_the_execute_tool(
         hooks = {type(h).__name__: h.priority for h in agent.delegate.hooks.hooks}
         assert hooks["SandboxLifecycleHook"] == 50
         assert "execute" in agent.delegate.toolkit
-        assert (await agent.call("go", ctx=ctx)).text == "ran"
+        assert (answer(await agent.call("go", ctx=ctx))).text == "ran"
     async with HarnessAgent(
         model=ScriptedChatModel([]),
         workspace=tmp_path / "plain",

@@ -52,6 +52,7 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import ChatChunk, ChatResponse, Msg, ToolSchema
@@ -1158,7 +1159,7 @@ async def bounded_call(
     elif (failure := task.exception()) is not None:
         outcome.error = f"{type(failure).__name__}: {failure}"[:500]
     else:
-        outcome.reply = task.result().text
+        outcome.reply = answer(task.result()).text
     return outcome
 
 

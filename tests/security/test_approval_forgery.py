@@ -16,14 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _outcomes import waits
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import ApprovalRule
 from harness.approvals.ledger import FileLedger
-from harness.errors import CallPaused
 from harness.models import ScriptedChatModel
 
 WAITING = RuntimeContext(session_id="s1", user_id="ann")
@@ -64,10 +63,7 @@ async def attempt(root: Path, spelling: str) -> None:
     ship = {"match": "^ship", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]}
     first = agent(root, runs, [ship, {"text": "done", "repeat": True}])
     try:
-        try:
-            await first.call("ship it", ctx=WAITING)
-        except CallPaused as paused:
-            [request] = paused.pending
+        [request] = waits(await first.call("ship it", ctx=WAITING)).pending
         key = first.sessions.directory(WAITING)
         ledger = first.approvals.ledger if first.approvals is not None else None
     finally:
@@ -95,8 +91,7 @@ async def attempt(root: Path, spelling: str) -> None:
     resumer = agent(root, runs, [{"text": "done", "repeat": True}])
     try:
         await attacker.call("forge it", ctx=ATTACKER)
-        with pytest.raises(CallPaused):  # it still waits
-            await resumer.resume(None, ctx=WAITING)
+        waits(await resumer.resume(None, ctx=WAITING))  # it still waits
         written = [r for m in await attacker.sessions.load(ATTACKER) for r in m.tool_results]
         pending = await resumer.pending_approvals(WAITING)
     finally:

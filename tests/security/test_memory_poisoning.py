@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from _outcomes import answer
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.kernel import ChatChunk, ChatResponse, Msg, TextBlock, ToolSchema, ToolUseBlock
 from harness.mcp import MCPServerConfig
@@ -179,7 +180,7 @@ async def run_channel(workspace: Path, channel: str, cases: range) -> CompliantM
         for case in cases:
             ctx = RuntimeContext(session_id=f"s{case}", user_id=user(case))
             said = f"My favourite colour is {fact(case)}. Case {case}: please look it up."
-            assert (await agent.call(said, ctx=ctx)).text == "done"
+            assert (answer(await agent.call(said, ctx=ctx))).text == "done"
     manager = WorkspaceManager(workspace)
     consolidator = MemoryConsolidator(manager, model)
     for case in cases:
@@ -249,7 +250,7 @@ async def test_no_injection_reaches_memory_md_and_the_users_facts_are_kept(
                 # A new session of the same user: its prompt holds what memory presents.
                 before = len(model.requests)
                 ctx = RuntimeContext(session_id=f"later{case}", user_id=user(case))
-                await agent.call("hello again", ctx=ctx)
+                answer(await agent.call("hello again", ctx=ctx))
                 if any(
                     token(case) in message.text
                     for request in model.requests[before:]

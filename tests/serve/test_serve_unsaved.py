@@ -18,6 +18,7 @@ import openai
 import pytest
 from _served import Served, served, sse_events
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.errors import StorageError, TurnNotSaved
 from harness.kernel import Event, Hook, Msg, PostCall, StreamItem
@@ -35,7 +36,7 @@ class SaveFails(Hook):
 
     async def on_event(self, event: Event) -> None:
         assert isinstance(event, PostCall)
-        raise TurnNotSaved(LOST, reply=event.reply)
+        raise TurnNotSaved(LOST, reply=answer(event.outcome))
 
 
 class ReplyThenUnsaved(HarnessAgent):

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from _outcomes import answer
 from harness import (
     AgentInterrupted,
     CompactionConfig,
@@ -25,8 +26,8 @@ from harness.kernel import (
     ChatChunk,
     ChatResponse,
     Event,
+    Finished,
     PreCall,
-    Reply,
     TextBlock,
     TextDelta,
     ToolSchema,
@@ -74,7 +75,7 @@ async def test_two_users_two_sessions_concurrently_stay_apart(workspace: Path) -
     replies = await asyncio.gather(
         agent.call("I am alice", ctx=alice), agent.call("I am bob", ctx=bob)
     )
-    assert [r.text for r in replies] == ["echo: I am alice", "echo: I am bob"]
+    assert [answer(r).text for r in replies] == ["echo: I am alice", "echo: I am bob"]
     assert saved_texts(workspace, "users/alice/agents/harness/context/s-a") == [
         "I am alice",
         "echo: I am alice",
@@ -127,8 +128,8 @@ async def test_default_session_and_context_reach_hooks(workspace: Path) -> None:
         workspace=workspace,
         hooks=[Spy()],
     )
-    await agent.call("hi")
-    await agent.call("hi", ctx=RuntimeContext(user_id="u", extra={"tenant": "t1"}))
+    answer(await agent.call("hi"))
+    answer(await agent.call("hi", ctx=RuntimeContext(user_id="u", extra={"tenant": "t1"})))
     assert [(c.session_id, c.user_id) for c in seen] == [("default", None), ("default", "u")]
     assert seen[1].get("tenant") == "t1"
 
@@ -231,7 +232,7 @@ async def test_default_workspace_from_env(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("HARNESS_WORKSPACE", str(tmp_path / "envws"))
     agent = HarnessAgent(memory=None, model=ScriptedChatModel([{"text": "x"}]))
     assert agent.workspace.root == tmp_path / "envws"
-    await agent.call("hi")
+    answer(await agent.call("hi"))
     assert (
         tmp_path / "envws" / "agents" / "harness" / "context" / "default" / "messages.jsonl"
     ).exists()
@@ -247,14 +248,14 @@ async def test_model_spec_string(workspace: Path, tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"text": "from the file"}]}))
     async with HarnessAgent(memory=None, model=f"scripted:{script}", workspace=workspace) as agent:
-        assert (await agent.call("hi")).text == "from the file"
+        assert (answer(await agent.call("hi"))).text == "from the file"
 
 
 async def test_failed_call_keeps_the_accepted_user_turn(workspace: Path) -> None:
     model = ScriptedChatModel([{"match": "^never$", "text": "x"}])
     agent = HarnessAgent(memory=None, model=model, workspace=workspace)
     with pytest.raises(ScriptExhaustedError):
-        await agent.call("please remember this question")
+        answer(await agent.call("please remember this question"))
     assert saved_texts(workspace, "agents/harness/context/default") == [
         "please remember this question"
     ]
@@ -274,7 +275,7 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
     )
     agent = HarnessAgent(memory=None, model=model, workspace=workspace, tools=[slow])
     ctx = RuntimeContext(session_id="s")
-    await agent.call("first", ctx=ctx)
+    answer(await agent.call("first", ctx=ctx))
     task = asyncio.create_task(agent.call("second", ctx=ctx))
     await started.wait()
     agent.interrupt()
@@ -286,7 +287,7 @@ async def test_interrupted_tool_call_is_not_saved_but_the_user_turn_is(workspace
         ("assistant", "earlier"),
         ("user", "second"),
     ]
-    assert (await agent.call("third", ctx=ctx)).text == "after"
+    assert (answer(await agent.call("third", ctx=ctx))).text == "after"
     assert [m.role for m in model.requests[-1]] == ["system", "user", "assistant", "user", "user"]
 
 
@@ -296,8 +297,8 @@ async def test_stream_yields_deltas_and_persists(workspace: Path) -> None:
     )
     items = [item async for item in agent.stream("hi", ctx=RuntimeContext(session_id="st"))]
     assert [i.text for i in items if isinstance(i, TextDelta)] == ["two ", "words"]
-    assert isinstance(items[-1], Reply)
-    assert items[-1].message.text == "two words"
+    assert isinstance(items[-1], Finished)
+    assert items[-1].reply.text == "two words"
     assert saved_texts(workspace, "agents/harness/context/st") == ["hi", "two words"]
 
 
@@ -319,7 +320,7 @@ async def test_a_reply_whose_save_failed_is_a_failed_call(
 
     monkeypatch.setattr(agent.sessions, "save", full_at_the_end)
     with pytest.raises(TurnNotSaved, match="could not be saved \\(the reply\\): disk full") as info:
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     assert isinstance(info.value.reply, Msg)
     assert info.value.reply.text == "fine"
     assert len(saves) == 2  # the Error that follows does not write the reply after all
@@ -337,7 +338,7 @@ async def test_no_model_request_before_the_session_is_saved(
 
     monkeypatch.setattr(agent.sessions, "save", broken)
     with pytest.raises(TurnNotSaved, match="before the model ran"):
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     assert model.requests == []
 
 
@@ -356,7 +357,7 @@ async def test_save_failure_after_error_is_noted_on_the_error(
 
     monkeypatch.setattr(agent.sessions, "save", broken_after_the_first)
     with pytest.raises(ScriptExhaustedError) as info:
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     assert "the session could not be saved: disk full" in (info.value.__notes__ or [])
 
 
@@ -367,7 +368,7 @@ async def test_trace_hook_logs_one_line_per_event(
         memory=None, model=ScriptedChatModel([{"text": "hello there"}]), workspace=workspace
     )
     with caplog.at_level(logging.INFO, logger="harness.trace"):
-        await agent.call("hi", ctx=RuntimeContext(session_id="t1", user_id="ann"))
+        answer(await agent.call("hi", ctx=RuntimeContext(session_id="t1", user_id="ann")))
     lines = [r.getMessage() for r in caplog.records if r.name == "harness.trace"]
     assert [line.split()[1] for line in lines] == [
         "PreCall",
@@ -436,6 +437,6 @@ async def test_session_fsync_syncs_the_session_before_each_request_or_at_the_end
         model=model, workspace=workspace, tools=[echo], memory=None, session_fsync=setting
     ) as agent:
         monkeypatch.setattr(os, "fsync", spy)
-        assert (await agent.call("go", ctx=ctx)).text == "done"
+        assert (answer(await agent.call("go", ctx=ctx))).text == "done"
     # before the first request, before the second (after the tool), and the reply
     assert synced.count("messages.jsonl") == syncs

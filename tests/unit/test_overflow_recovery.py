@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import ContextOverflowError, HarnessAgent, Msg, RuntimeContext
 from harness.compaction import CompactionConfig
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
     Event,
+    Failed,
+    Finished,
     Hook,
     Progress,
-    Reply,
     StreamItem,
     TextBlock,
     ToolResultBlock,
@@ -67,7 +69,7 @@ async def test_without_compaction_the_error_says_what_to_do(workspace: Path) -> 
     ctx = RuntimeContext(session_id="s")
     await agent.sessions.save(ctx, history(30))
     with pytest.raises(ContextOverflowError, match="pass compaction=CompactionConfig"):
-        await agent.call("and now?", ctx=ctx)
+        answer(await agent.call("and now?", ctx=ctx))
 
 
 async def test_overflow_is_compacted_and_retried_once_with_the_turn_kept_once(
@@ -83,7 +85,7 @@ async def test_overflow_is_compacted_and_retried_once_with_the_turn_kept_once(
     )
     ctx = RuntimeContext(session_id="s")
     await agent.sessions.save(ctx, history(30))
-    reply = await agent.call("and now?", ctx=ctx)
+    reply = answer(await agent.call("and now?", ctx=ctx))
     assert reply.text == "it fits now"
     saved = await agent.sessions.load(ctx)
     assert saved[0].name == SUMMARY_NAME
@@ -112,7 +114,7 @@ async def test_a_huge_single_tool_result_is_shrunk_when_there_is_nothing_to_summ
         Msg.tool_result(ToolResultBlock(id="c1", name="fetch", output="D" * 20_000)),
     ]
     await agent.sessions.save(ctx, huge)
-    reply = await agent.call("what did it say?", ctx=ctx)
+    reply = answer(await agent.call("what did it say?", ctx=ctx))
     assert reply.text == "it fits now"
     saved = await agent.sessions.load(ctx)
     results = [r for m in saved for r in m.tool_results]
@@ -135,7 +137,7 @@ async def test_a_recovery_reports_nothing_to_a_stream_the_call_is_not_part_of(
     parents_stream: list[StreamItem] = []
     token = STREAM.set(parents_stream.append)
     try:
-        reply = await agent.call("and now?", ctx=ctx)
+        reply = answer(await agent.call("and now?", ctx=ctx))
     finally:
         STREAM.reset(token)
     assert reply.text == "it fits now"
@@ -168,8 +170,8 @@ async def test_a_streamed_turn_recovers_as_a_called_one_does(workspace: Path) ->
     items = [item async for item in agent.stream("and now?", ctx=ctx)]
 
     reply = items[-1]
-    assert isinstance(reply, Reply)
-    assert reply.message.text == "it fits now"
+    assert isinstance(reply, Finished)
+    assert reply.reply.text == "it fits now"
     assert any(isinstance(i, Progress) and i.kind == "compaction" for i in items)
     saved = await agent.sessions.load(ctx)
     assert saved[0].name == SUMMARY_NAME
@@ -196,9 +198,11 @@ async def test_without_compaction_a_stream_says_what_to_do(workspace: Path) -> N
     )
     ctx = RuntimeContext(session_id="s")
     await agent.sessions.save(ctx, history(30))
-    with pytest.raises(ContextOverflowError, match="pass compaction=CompactionConfig"):
-        async for _ in agent.stream("and now?", ctx=ctx):
-            pass
+    items = [item async for item in agent.stream("and now?", ctx=ctx)]
+    failed = items[-1]
+    assert isinstance(failed, Failed)
+    assert isinstance(failed.error, ContextOverflowError)
+    assert "pass compaction=CompactionConfig" in str(failed.error)
     saved = await agent.sessions.load(ctx)
     assert saved[-1].text == "and now?"  # the input was accepted and kept
 
@@ -216,7 +220,7 @@ async def test_an_overflow_compaction_cannot_shrink_is_raised_once_with_a_note(
     )
     ctx = RuntimeContext(session_id="s")
     with pytest.raises(ContextOverflowError) as raised:
-        await agent.call("x" * (LIMIT + 10), ctx=ctx)  # one message: nothing to summarize
+        answer(await agent.call("x" * (LIMIT + 10), ctx=ctx))  # one message: nothing to summarize
     assert any("compaction could not shrink" in note for note in raised.value.__notes__)
     assert len(model.requests) == 1  # not retried: compaction changed nothing
 
@@ -252,7 +256,7 @@ async def test_when_the_forced_summary_does_not_fit_it_is_made_tight(workspace: 
     ctx = RuntimeContext(session_id="s")
     first = "My first request: " + "plan a long trip " * 60
     await agent.sessions.save(ctx, [Msg(role="user", content=first), *history(8)])
-    reply = await agent.call("and now?", ctx=ctx)
+    reply = answer(await agent.call("and now?", ctx=ctx))
 
     assert reply.text == "it fits now"
     saved = await agent.sessions.load(ctx)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext, ToolResultEvictionConfig
 from harness.compaction.eviction import eviction_stem
 from harness.filesystem import LocalFilesystem
@@ -77,7 +78,7 @@ async def test_an_evicted_result_is_read_back_by_the_agent(workspace: Path) -> N
         tools=[dump],
         tool_result_eviction=ToolResultEvictionConfig(max_result_chars=1_000),
     )
-    reply = await agent.call("dump it")
+    reply = answer(await agent.call("dump it"))
     assert reply.text == "done"
     placeholder = model.requests[1][-1].tool_results[0].text
     assert f"`{evicted}`" in placeholder

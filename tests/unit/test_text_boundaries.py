@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _outcomes import answer
 from harness import HarnessAgent, InvalidText, MemoryConfig, Msg, RuntimeContext
 from harness.filesystem import LocalFilesystem
 from harness.kernel import TextBlock, storable
@@ -44,23 +45,23 @@ async def test_a_users_text_that_is_not_text_is_refused_before_anything_runs(
     workspace = tmp_path_factory.mktemp("input")
     model = ScriptedChatModel([{"text": "ok", "repeat": True}])
     async with HarnessAgent(model=model, workspace=workspace, memory=QUIET) as agent:
-        await agent.call("first", ctx=CTX)
+        answer(await agent.call("first", ctx=CTX))
         before = await _saved(workspace)
         given_input: str | Msg = Msg(role="user", content=text) if as_message else text
         with pytest.raises(InvalidText, match="lone surrogate"):
-            await agent.call(given_input, ctx=CTX)
+            answer(await agent.call(given_input, ctx=CTX))
         with pytest.raises(InvalidText):
             async for _ in agent.stream(given_input, ctx=CTX):
                 pass
         assert len(model.requests) == 1
         assert [m.id for m in await _saved(workspace)] == [m.id for m in before]
-        assert (await agent.call("after", ctx=CTX)).text == "ok"
+        assert (answer(await agent.call("after", ctx=CTX))).text == "ok"
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(answer=_DIRTY, argument=_DIRTY, output=_DIRTY)
+@given(said=_DIRTY, argument=_DIRTY, output=_DIRTY)
 async def test_what_the_model_and_a_tool_give_is_escaped_and_the_session_saves(
-    tmp_path_factory: pytest.TempPathFactory, answer: str, argument: str, output: str
+    tmp_path_factory: pytest.TempPathFactory, said: str, argument: str, output: str
 ) -> None:
     workspace = tmp_path_factory.mktemp("escaped")
 
@@ -74,17 +75,17 @@ async def test_what_the_model_and_a_tool_give_is_escaped_and_the_session_saves(
 
     script: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "echo", "input": {"value": argument}}]},
-        {"text": answer},
+        {"text": said},
         {"text": "again", "repeat": True},
     ]
     model = ScriptedChatModel(script)
     async with HarnessAgent(model=model, workspace=workspace, memory=QUIET, tools=[echo]) as agent:
-        reply = await agent.call("go", ctx=CTX)
-        assert reply.text == storable(answer)
+        reply = answer(await agent.call("go", ctx=CTX))
+        assert reply.text == storable(said)
         saved = await _saved(workspace)
         assert storable(saved) is saved  # nothing unstorable reached the file
-        assert saved[-1].text == storable(answer)
-        assert (await agent.call("more", ctx=CTX)).text == "again"
+        assert saved[-1].text == storable(said)
+        assert (answer(await agent.call("more", ctx=CTX))).text == "again"
 
 
 @pytest.mark.parametrize(
@@ -107,12 +108,12 @@ async def test_a_file_name_that_is_not_utf8_is_listed_escaped(
     async with HarnessAgent(
         model=model, workspace=workspace, memory=QUIET, filesystem=LocalFilesystem(workspace)
     ) as agent:
-        await agent.call("list", ctx=CTX)
+        answer(await agent.call("list", ctx=CTX))
         saved = await _saved(workspace)
         results = [m for m in saved if m.role == "tool"]
         assert results
         assert "bad\\xff.txt" in results[0].tool_results[0].text
-        assert (await agent.call("again", ctx=CTX)).text == "done"
+        assert (answer(await agent.call("again", ctx=CTX))).text == "done"
 
 
 def test_storable_keeps_clean_values_as_they_are() -> None:
@@ -140,7 +141,7 @@ async def test_a_memory_models_answer_is_escaped_before_it_is_written(tmp_path: 
     )
     flushing = MemoryConfig(auto_consolidate=False, index=False)
     async with HarnessAgent(model=model, workspace=workspace, memory=flushing) as agent:
-        await agent.call("remember the fact", ctx=CTX)
+        answer(await agent.call("remember the fact", ctx=CTX))
     logs = list((workspace / "users" / "alice" / "memory").glob("*.md"))
     assert len(logs) == 1
     assert "- fact \\x80 kept" in logs[0].read_text(encoding="utf-8")

@@ -60,11 +60,12 @@ from harness.approvals.policy import (
     ReviewerDecision,
 )
 from harness.context import RuntimeContext
-from harness.errors import ApprovalConflict, CallPaused, UnknownApproval
+from harness.errors import ApprovalConflict, UnknownApproval
 from harness.kernel import (
     Decision,
     Defer,
     Msg,
+    Paused,
     Run,
     Substitute,
     Tool,
@@ -83,9 +84,11 @@ MAX_KEPT_RESULT: Final = 20_000
 
 Clock = Callable[[], float]
 
-ContinueChild = Callable[[str, Mapping[str, ReviewerDecision], RuntimeContext], Awaitable[str]]
+ContinueChild = Callable[
+    [str, Mapping[str, ReviewerDecision], RuntimeContext], Awaitable[str | Paused]
+]
 """``continue_child(child_key, decisions, ctx)``: the waiting parent call's result, once the
-child went on with the decisions; raises ``CallPaused`` while the child still waits."""
+child went on with the decisions, or the child's pause while it still waits."""
 
 
 def fingerprint(
@@ -411,11 +414,10 @@ class ApprovalGate:
             return Defer(first_open, rest)
         if self.continue_child is None:
             return _refused(call, "this agent cannot continue its subagents")
-        try:
-            text = await self.continue_child(str(first.child_key), decisions, ctx)
-        except CallPaused as paused:  # the child waits again, for what is still undecided
+        text = await self.continue_child(str(first.child_key), decisions, ctx)
+        if isinstance(text, Paused):  # the child waits again, for what is still undecided
             via = {"via_tool_call": call.id, "via_tool": call.name, "via_input": call.input}
-            again = [{**p, **via} for p in paused.pending]
+            again = [{**p, **via} for p in text.pending]
             await self.delegated(key, agent, ctx, again)
             first_again, *rest = again
             return Defer(first_again, rest)

@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
 
@@ -18,7 +18,8 @@ from rich.markup import escape
 
 from harness.agent import default_workspace
 from harness.cli._output import err, out
-from harness.errors import CallPaused, ConfigError, HarnessError, WorkspaceError
+from harness.errors import ConfigError, HarnessError, WorkspaceError
+from harness.kernel import Ended, Msg, Paused
 from harness.memory.index import INDEX_FILE
 from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
 from harness.stores import STORE_ENV, open_store
@@ -46,6 +47,7 @@ __all__ = [
     "one_line_errors",
     "opened_workspace",
     "print_pending",
+    "replied",
     "run_async",
     "shortened",
     "shown_id",
@@ -463,9 +465,6 @@ def one_line_errors() -> Iterator[None]:
             f"[red]error:[/red] {escape(one_line(str(exc)))}", highlight=False, soft_wrap=True
         )
         raise typer.Exit(2) from None
-    except CallPaused as paused:  # not a failure: the turn waits for a person
-        print_pending(paused.pending)
-        raise typer.Exit(EXIT_PAUSED) from None
     except HarnessError as exc:
         message = one_line(f"{type(exc).__name__}: {exc}")
         err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
@@ -476,7 +475,19 @@ EXIT_PAUSED: Final = 3
 """The exit code of a command whose turn paused before tool calls that wait for approval."""
 
 
-def print_pending(pending: list[dict[str, Any]]) -> None:
+def replied(outcome: Ended) -> Msg:
+    """A finished turn's reply; a paused one prints what it waits for and exits 3.
+
+    The command line's one reading of a pause: not a failure (exit 1), the turn waits for a
+    person, who decides with ``harness approvals`` and continues it.
+    """
+    if isinstance(outcome, Paused):
+        print_pending(outcome.pending)
+        raise typer.Exit(EXIT_PAUSED)
+    return outcome.reply
+
+
+def print_pending(pending: Sequence[Mapping[str, Any]]) -> None:
     """The approvals a turn waits for, one per line, and how to decide them (on stdout)."""
     for request in pending:
         arguments = json.dumps(request.get("arguments"), ensure_ascii=False)

@@ -38,6 +38,7 @@ from harness.cli._common import (
     not_blank,
     opened_workspace,
     print_pending,
+    replied,
     run_async,
     valid_id,
     valid_text,
@@ -113,7 +114,7 @@ def _decide(
             ctx = RuntimeContext(session_id=session, user_id=user)
             continued = await agent.decide({ident: decision}, ctx=ctx, by="harness approvals")
             if not continued:
-                return (await agent.resume(None, ctx=ctx)).text
+                return replied(await agent.resume(None, ctx=ctx)).text
             # A background task's call: the task goes on here; wait for it as its shutdown
             # would (a task still running then is cancelled, as any task of a closing agent).
             assert agent.tasks is not None

@@ -21,12 +21,12 @@ from rich.text import Text
 
 from harness.agent import HarnessAgent, default_workspace
 from harness.approvals import ApprovalRule
-from harness.cli._common import checked_workspace
+from harness.cli._common import checked_workspace, replied
 from harness.cli._output import out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
-from harness.errors import CallPaused, ConfigError
+from harness.errors import ConfigError
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig, Provenance
@@ -126,7 +126,7 @@ async def run_demo(workspace: Path | None) -> Path:
         name="guide", model=model, workspace=root, tools=[convert_miles], memory=memory
     )
     question = "I run my first marathon in Lisbon in May. How far is a marathon?"
-    reply = await first.call(question, ctx=ctx)
+    reply = replied(await first.call(question, ctx=ctx))
     await first.aclose()
     request = model.requests[0]
     system = request[0].text if request and request[0].role == "system" else ""
@@ -156,7 +156,7 @@ async def run_demo(workspace: Path | None) -> Path:
         name="guide", model=model, workspace=root, tools=[convert_miles], memory=memory
     )
     follow_up = "What did I ask you before?"
-    reply = await second.call(follow_up, ctx=ctx)
+    reply = replied(await second.call(follow_up, ctx=ctx))
     restored = len(model.requests[0]) - 2  # minus the system message and the new question
     out.print(
         Panel(
@@ -264,7 +264,7 @@ async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
         compaction=CompactionConfig(trigger_messages=8, trigger_tokens=0, keep_messages=4),
     )
     question = "Check the server log, please."
-    reply = await agent.call(question, ctx=ctx)
+    reply = replied(await agent.call(question, ctx=ctx))
     await agent.aclose()
     saved = await agent.sessions.load(ctx)
     placeholder = next(r.text for m in saved for r in m.tool_results)
@@ -297,16 +297,16 @@ async def _delegation(root: Path, script: Path) -> None:
     agent = _log_guide(root, script)
     assert agent.tasks is not None
     ask = "Have the log analyst check today's log in the background."
-    first = await agent.call(ask, ctx=ctx)
+    first = replied(await agent.call(ask, ctx=ctx))
     (task,) = await agent.tasks.records("ada", session_id="delegation")
     task = await agent.tasks.wait(task, 10)
     later = "Any news?"
-    second = await agent.call(later, ctx=ctx)
+    second = replied(await agent.call(later, ctx=ctx))
     await agent.aclose()
     # A later process: a new agent continues the same child, found in the session's registry.
     restarted = _log_guide(root, script)
     follow_up = "Ask the log analyst what to check first."
-    third = await restarted.call(follow_up, ctx=ctx)
+    third = replied(await restarted.call(follow_up, ctx=ctx))
     await restarted.aclose()
     saved = await agent.sessions.load(ctx)
     notice = next(m.text for m in saved if m.metadata.get("reminder") == "task_delivery")
@@ -337,7 +337,7 @@ async def _skill(root: Path, script: Path) -> None:
     model = ScriptedChatModel.from_file(script)
     agent = HarnessAgent(name="guide", model=model, workspace=root, memory=None, subagents=None)
     ask = "Write the release notes, please."
-    reply = await agent.call(ask, ctx=ctx)
+    reply = replied(await agent.call(ask, ctx=ctx))
     await agent.aclose()
     saved = await agent.sessions.load(ctx)
     calls = [f"{b.name}({json.dumps(b.input)})" for m in saved for b in m.tool_uses]
@@ -383,7 +383,7 @@ async def _sandbox(root: Path, script: Path) -> None:
         subagents=None,
     )
     ask = "Run a command in the sandbox."
-    reply = await agent.call(ask, ctx=ctx)
+    reply = replied(await agent.call(ask, ctx=ctx))
     await agent.aclose()
     saved = await agent.sessions.load(ctx)
     result = next(r.text for m in saved for r in m.tool_results)
@@ -432,15 +432,12 @@ async def _approval(root: Path, script: Path) -> None:
     ask = "Publish the changelog, please."
     first = agent()
     try:
-        await first.call(ask, ctx=ctx)
-        pending: list[dict[str, Any]] = []
-    except CallPaused as paused:
-        pending = paused.pending
+        pending = (await first.call(ask, ctx=ctx)).pending
     finally:
         await first.aclose()
     (request,) = pending
     later = agent()  # as another process would: the session and the ledger carry the pause
-    reply = await later.resume({request["id"]: "approve"}, ctx=ctx, by="the tour")
+    reply = replied(await later.resume({request["id"]: "approve"}, ctx=ctx, by="the tour"))
     await later.aclose()
     body = Text()
     body.append(f"you: {ask}\n", style="bold")

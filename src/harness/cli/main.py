@@ -17,7 +17,7 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -42,6 +42,7 @@ from harness.cli._common import (
     checked_workspace,
     model_options,
     not_blank,
+    replied,
     run_async,
     text_problem,
     valid_path,
@@ -56,8 +57,16 @@ from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
 from harness.compaction import CompactionConfig
 from harness.context import RuntimeContext
-from harness.errors import CallPaused, HarnessError
-from harness.kernel import Reply, TextDelta, ToolFinished, ToolStarted
+from harness.errors import HarnessError
+from harness.kernel import (
+    Ended,
+    Outcome,
+    StreamItem,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    settled,
+)
 from harness.models import context_window_from, resolve_model
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import init_workspace
@@ -203,7 +212,8 @@ def run(
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
-            reply = await agent.call(prompt, ctx=RuntimeContext(session_id=session, user_id=user))
+            ctx = RuntimeContext(session_id=session, user_id=user)
+            reply = replied(await agent.call(prompt, ctx=ctx))
             return reply.id, reply.text
 
     message_id, text = run_async(_run())
@@ -348,18 +358,14 @@ async def _chat_turn(
     agent: HarnessAgent, text: str | None, ctx: RuntimeContext, lines: _Lines
 ) -> None:
     """One turn, streamed; a pause for approval asks at the prompt and continues the turn."""
-    while True:
-        try:
-            await _streamed(agent, text, ctx)
-            return
-        except CallPaused as paused:
-            out.print()
-            decisions = {str(r["id"]): await _ask(r, lines) for r in paused.pending}
-            await agent.decide(decisions, ctx=ctx, by="harness chat")
-            text = None  # continue the turn: the decided calls run (or not), then the model
+    while pending := (await _streamed(agent, text, ctx)).pending:
+        out.print()
+        decisions = {str(r["id"]): await _ask(r, lines) for r in pending}
+        await agent.decide(decisions, ctx=ctx, by="harness chat")
+        text = None  # continue the turn: the decided calls run (or not), then the model
 
 
-async def _ask(request: dict[str, Any], lines: _Lines) -> ReviewerDecision:
+async def _ask(request: Mapping[str, Any], lines: _Lines) -> ReviewerDecision:
     arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
     err.print(
         f"{request.get('description')}\n  {request.get('tool')}({arguments})",
@@ -378,20 +384,29 @@ async def _ask(request: dict[str, Any], lines: _Lines) -> ReviewerDecision:
     return ReviewerDecision("reject", message="rejected at the chat prompt")
 
 
-async def _streamed(agent: HarnessAgent, text: str | None, ctx: RuntimeContext) -> None:
-    async for item in agent.stream(text, ctx=ctx):
-        if isinstance(item, TextDelta):
-            out.print(item.text, end="", markup=False, highlight=False)
-        elif isinstance(item, ToolStarted):
-            call = f"{item.call.name}({json.dumps(item.call.input, ensure_ascii=False)})"
-            err.print(f"-> {call}", style="dim", markup=False, highlight=False)
-        elif isinstance(item, ToolFinished):
-            status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
-            err.print(
-                f"<- {item.result.name}: {status}", style="dim", markup=False, highlight=False
-            )
-        elif isinstance(item, Reply):
-            out.print()
+async def _streamed(agent: HarnessAgent, text: str | None, ctx: RuntimeContext) -> Ended:
+    """The turn's text and tool activity as they come; its outcome (a failure raised)."""
+    outcome: Outcome | None = None
+    async with contextlib.aclosing(agent.stream(text, ctx=ctx)) as items:
+        async for item in items:
+            _show(item)
+            if isinstance(item, Outcome):
+                outcome = item
+    out.print()
+    assert outcome is not None  # a stream ends with its outcome
+    return settled(outcome)
+
+
+def _show(item: StreamItem) -> None:
+    """One item of a streamed turn, as the chat shows it: text on stdout, tools on stderr."""
+    if isinstance(item, TextDelta):
+        out.print(item.text, end="", markup=False, highlight=False)
+    elif isinstance(item, ToolStarted):
+        call = f"{item.call.name}({json.dumps(item.call.input, ensure_ascii=False)})"
+        err.print(f"-> {call}", style="dim", markup=False, highlight=False)
+    elif isinstance(item, ToolFinished):
+        status = "error" if item.result.is_error else f"{len(item.result.text)} chars"
+        err.print(f"<- {item.result.name}: {status}", style="dim", markup=False, highlight=False)
 
 
 @app.command()

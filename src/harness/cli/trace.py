@@ -183,6 +183,12 @@ def _details(rec: Record) -> str:
             if rec.get("task_id"):
                 text += f", task {rec.get('task_id')}"
             return text
+        case "PostCall" if rec.get("outcome") == "paused":
+            waits = ", ".join(str(ident) for ident in rec.get("paused") or [])
+            return (
+                f"paused for approval {waits} after {rec.get('steps')} steps, "
+                f"{_ms(rec.get('latency_s'))}"
+            )
         case "PostCall":
             return (
                 f"reply {rec.get('reply_chars')} chars after {rec.get('steps')} steps, "

@@ -2,12 +2,13 @@
 
 At each :class:`~harness.kernel.ToolDecision` the hook asks the
 :class:`~harness.approvals.ApprovalGate`: a new call its policy gates is recorded in the ledger
-and deferred (the call pauses with :class:`~harness.errors.CallPaused`); a call found waiting
+and deferred (the call pauses: :class:`~harness.kernel.Paused`); a call found waiting
 when a call starts is decided from the ledger (run once, rejected, answered, or waiting
 again). At :class:`~harness.kernel.PostActing` it records the end of a gated run, with the
-result memory keeps, so a crash before the session is saved never runs the tool again. At an
-:class:`~harness.kernel.Error` that is a pause, it records what a tool surfaced (a subagent's
-call waiting for approval) as a request of this session, bound to the call it came through.
+result memory keeps, so a crash before the session is saved never runs the tool again. At the
+:class:`~harness.kernel.PostCall` of a paused call, it records what a tool surfaced (a
+subagent's call waiting for approval) as a request of this session, bound to the call it came
+through.
 
 Priority 1000, after every other hook: its decision is the last word on whether a tool runs,
 and the result it records is the one memory keeps (after eviction and every other edit).
@@ -24,8 +25,7 @@ from typing import ClassVar
 
 from harness.approvals.gate import ApprovalGate
 from harness.context import RuntimeContext
-from harness.errors import CallPaused
-from harness.kernel import Error, Event, Hook, HookHost, PostActing, Run, ToolDecision, Toolkit
+from harness.kernel import Event, Hook, HookHost, PostActing, PostCall, Run, ToolDecision, Toolkit
 
 __all__ = ["ApprovalHook"]
 
@@ -34,7 +34,7 @@ class ApprovalHook(Hook):
     """Decides gated tool calls and records their runs (module docs)."""
 
     priority = 1000
-    events: ClassVar[tuple[type[Event], ...]] = (ToolDecision, PostActing, Error)
+    events: ClassVar[tuple[type[Event], ...]] = (ToolDecision, PostActing, PostCall)
 
     def __init__(self, gate: ApprovalGate, session_of: Callable[[RuntimeContext], str]) -> None:
         self.gate = gate
@@ -62,6 +62,6 @@ class ApprovalHook(Hook):
             if ran in self._running:
                 self._running.discard(ran)
                 await self.gate.finished(key, event.tool_call, event.result)
-        elif isinstance(event, Error) and isinstance(event.error, CallPaused):
+        elif isinstance(event, PostCall) and event.outcome.pending:
             # What a tool surfaced (a subagent's waiting call) becomes this session's request.
-            await self.gate.delegated(key, event.agent, event.ctx, event.error.pending)
+            await self.gate.delegated(key, event.agent, event.ctx, event.outcome.pending)

@@ -56,6 +56,9 @@ class MemoryFlushHook(Hook):
         self.maintenance = maintenance
 
     async def on_event(self, event: Event) -> None:
+        assert isinstance(event, PostCall)
+        if event.outcome.pending:
+            return  # the turn waits for decisions: it is recorded once it ends
         ctx = event.ctx
         messages = list(event.memory)  # the conversation as this call ended it
         self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages), ctx=ctx)

@@ -39,6 +39,9 @@ class MemoryMaintenanceHook(Hook):
         self.on_consolidated = on_consolidated
 
     async def on_event(self, event: Event) -> None:
+        assert isinstance(event, PostCall)
+        if event.outcome.pending:
+            return  # the turn waits for decisions: its memory is looked after once it ends
         # In the session's queue of background work, after this call's flush (hook 5).
         ctx, report = event.ctx, self.on_consolidated
 

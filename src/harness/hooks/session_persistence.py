@@ -5,12 +5,12 @@ input before the first step, then each completed step (the model's turn and all 
 results); and the session's state (:mod:`harness.kernel.state`) when a hook changed it, so what
 the model is about to be shown is on record before it is shown. So a process killed in the
 middle of a long call (SIGKILL, a crash, the machine going away) keeps everything completed
-before the kill; saves of a grown conversation only append. On PostCall it saves the reply.
-On Error (a failed or interrupted call) it saves what was accepted: the user's input and every
-completed turn; for a paused call (:class:`~harness.errors.CallPaused`), also the model's turn
-whose calls wait for approval, and a save that fails then is a failure (``TurnNotSaved``), not a
-pause. The agent has already dropped an assistant turn whose tool calls never got their
-results, and a half-streamed answer is never in memory in the first place.
+before the kill; saves of a grown conversation only append. On PostCall it saves how the call
+ended: the reply, or for a paused call (:class:`~harness.kernel.Paused`) the model's turn whose
+calls wait for approval. On Error (a failed or interrupted call) it saves what was accepted:
+the user's input and every completed turn. The agent has already dropped an assistant turn
+whose tool calls never got their results, and a half-streamed answer is never in memory in the
+first place.
 A save survives the process being killed; with ``session_fsync`` (``"step"``, ``"turn"``:
 :data:`~harness.session.SessionFsync`) it is also synced to the disk before every request or
 at the end of the call (PostCall and Error), so it survives a power loss.
@@ -18,8 +18,9 @@ Writes go to ``agents/<agent>/context/<session>/messages.jsonl`` and ``state.jso
 user's namespace; see :class:`~harness.session.SessionStore` for the format and the atomicity
 rules.
 
-A save that fails is a failed call, never a success: :class:`~harness.errors.TurnNotSaved`,
-with the reply the model gave (``exc.reply``) for a caller that wants to show it as lost. Before
+A save that fails is a failed call, never a success or a pause:
+:class:`~harness.errors.TurnNotSaved`, with the reply the model gave (``exc.reply``) for a
+caller that wants to show it as lost. Before
 a step, nothing is asked of the model until the session holds every step before it (a tool
 with side effects must never run twice after a crash); at the end, the caller is not told the
 turn was kept when it was not. The file then holds what the last successful save wrote (the
@@ -39,8 +40,8 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from harness.errors import CallPaused, TurnNotSaved
-from harness.kernel import Error, Event, Hook, PostCall, PreReasoning
+from harness.errors import TurnNotSaved
+from harness.kernel import Error, Event, Finished, Hook, PostCall, PreReasoning
 from harness.session import SessionStore
 
 __all__ = ["SessionPersistenceHook"]
@@ -70,8 +71,7 @@ class SessionPersistenceHook(Hook):
                 event.ctx, event.memory, exclusive=True, end=end, state=event.state
             )
         except Exception as exc:
-            paused = isinstance(event, Error) and isinstance(event.error, CallPaused)
-            if isinstance(event, Error) and not paused:  # failed already: said beside its error
+            if isinstance(event, Error):  # failed already: said beside its error
                 logger.error(
                     "could not save session %r of agent %r: %s",
                     event.ctx.session_id,
@@ -80,13 +80,14 @@ class SessionPersistenceHook(Hook):
                 )
                 event.error.add_note(f"the session could not be saved: {exc}")
                 return
+            outcome = event.outcome if isinstance(event, PostCall) else None
+            reply = outcome.reply if isinstance(outcome, Finished) else None
             when = (
-                "the reply"
-                if isinstance(event, PostCall)
+                "the turn before the model ran"
+                if outcome is None
+                else "the reply"
+                if reply is not None
                 else "the tool calls waiting for approval"
-                if paused
-                else "the turn before the model ran"
             )
-            reply = event.reply if isinstance(event, PostCall) else None
             msg = f"session {event.ctx.session_id!r} could not be saved ({when}): {exc}"
             raise TurnNotSaved(msg, reply=reply) from exc

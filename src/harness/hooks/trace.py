@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from harness.compaction.eviction import parse_placeholder
-from harness.errors import CallPaused
 from harness.kernel import (
     ContextOverflow,
     Error,
@@ -126,7 +125,8 @@ def describe(event: Event, *, detail: bool = False) -> str:
             if detail:
                 fields += f" result={_short(event.result.text)!r}"
         case PostCall():
-            fields = f"messages={len(event.memory)} reply_chars={len(event.reply.text)}"
+            ended = " ".join(f"{key}={value}" for key, value in event.outcome.record().items())
+            fields = f"messages={len(event.memory)} {ended}"
         case Error():
             fields = f"error={type(event.error).__name__}: {_short(str(event.error))}"
         case PreCompact():
@@ -188,18 +188,16 @@ def _fields(event: Event) -> dict[str, Any]:
                 fields["task_id"] = task[1]
             return fields
         case PostCall():
-            return {"reply_chars": len(event.reply.text)}
+            return event.outcome.record()
         case ContextOverflow():
             return {
                 "step": event.step,
                 "message": cut(str(event.error), MAX_MESSAGE_CHARS),
             }
         case Error():
-            paused = event.error.pending if isinstance(event.error, CallPaused) else None
             return {
                 "type": type(event.error).__name__,
                 "message": cut(str(event.error), MAX_MESSAGE_CHARS),
-                **({"paused": [p.get("id") for p in paused]} if paused is not None else {}),
             }
         case PreCompact():
             return {"cut": event.cut, "tokens_before": event.tokens_before}
@@ -264,8 +262,7 @@ class AgentTraceHook(Hook):
     async def on_event(self, event: Event) -> None:
         if isinstance(event, ToolDecision):
             return  # decided after this hook saw it; the ledger, not the trace, keeps decisions
-        failed = isinstance(event, Error) and not isinstance(event.error, CallPaused)
-        level = logging.WARNING if failed else logging.INFO  # a pause is not a failure
+        level = logging.WARNING if isinstance(event, Error) else logging.INFO
         if logger.isEnabledFor(level):
             logger.log(level, describe(event, detail=logger.isEnabledFor(logging.DEBUG)))
         if self.workspace is None and self.spans is None:

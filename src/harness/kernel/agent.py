@@ -12,7 +12,11 @@ not part of memory: it is put in front of memory for every model call.
 
 One turn engine: :meth:`ReActAgent.call` is :meth:`ReActAgent.stream` consumed, so whatever a
 turn does (hooks, persistence, the retry after a context overflow, interrupts) happens the same
-way whether or not anyone watches it stream.
+way whether or not anyone watches it stream. Every call ends with an outcome
+(:mod:`harness.kernel.outcome`): the stream's last item, what ``call`` returns, and what the
+hooks see in :class:`~harness.kernel.PostCall` (finished or paused) or
+:class:`~harness.kernel.Error` (cancelled or failed). Nothing raises to pause: a step whose
+tool calls must wait ends the call with a :class:`~harness.kernel.Paused`.
 
 A context overflow (the provider refused a request as too long) is offered to the hooks as a
 :class:`~harness.kernel.ContextOverflow` event before anything of the step streamed; a hook that
@@ -27,19 +31,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.context import RuntimeContext
-from harness.errors import (
-    AgentInterrupted,
-    ApprovalsPending,
-    CallPaused,
-    ContextOverflowError,
-    ModelError,
-    TurnNotSaved,
-)
+from harness.errors import AgentInterrupted, ContextOverflowError, ModelError
 from harness.kernel.cancelling import cancel_and_wait
 from harness.kernel.decisions import Decision, Defer, Run, lost_result
 from harness.kernel.events import (
@@ -67,18 +64,18 @@ from harness.kernel.message import (
     unanswered_calls,
 )
 from harness.kernel.model import ChatModel, ChatResponse, usage_fields
+from harness.kernel.outcome import Cancelled, Ended, Failed, Finished, Outcome, Paused
 from harness.kernel.state import SessionState
 from harness.kernel.streaming import (
     STREAM,
     Emit,
     Progress,
-    Reply,
     StreamItem,
     TextDelta,
     ThinkingDelta,
     ToolFinished,
     ToolStarted,
-    replied,
+    ended,
 )
 from harness.kernel.toolkit import Tool, Toolkit
 
@@ -123,17 +120,6 @@ class _Call:
             "state": self.state,
             "call_id": self.id,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class _Waits:
-    """A tool's run that paused itself (a subagent whose call waits for approval).
-
-    ``pending`` is what its work waits for (``CallPaused.pending``), each with the call it came
-    through (``via_tool_call``, ``via_tool``, ``via_input``).
-    """
-
-    pending: list[dict[str, Any]]
 
 
 def new_call_id() -> str:
@@ -196,8 +182,11 @@ class ReActAgent:
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
         state: SessionState | None = None,
-    ) -> Msg:
-        """Run one call to its final answer: :meth:`stream`, consumed.
+    ) -> Ended:
+        """Run one call to its end: :meth:`stream`, consumed.
+
+        Returns :class:`~harness.kernel.Finished` with the reply, or
+        :class:`~harness.kernel.Paused` with the tool calls that wait for a decision.
 
         Args:
             msgs: New input: a user text, a message, a list of messages, or nothing.
@@ -210,7 +199,7 @@ class ReActAgent:
             AgentInterrupted: :meth:`interrupt` stopped the call.
             ModelError: The model failed (see its subclasses).
         """
-        return await replied(self.stream(msgs, ctx=ctx, memory=memory, state=state))
+        return await ended(self.stream(msgs, ctx=ctx, memory=memory, state=state))
 
     async def stream(
         self,
@@ -220,9 +209,11 @@ class ReActAgent:
         memory: list[Msg] | None = None,
         state: SessionState | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
-        """Run one call, yielding deltas and tool activity as they happen, then the :class:`Reply`.
+        """Run one call, yielding deltas and tool activity as they happen, then its outcome.
 
-        Arguments as for :meth:`call`. Closing the iterator early cancels the call.
+        Arguments as for :meth:`call`. The last item is the call's outcome, whichever way it
+        ended (:mod:`harness.kernel.outcome`): a failure is an item, not an exception. Closing
+        the iterator early cancels the call.
         """
         inputs = as_messages(msgs)  # bad input fails here, before anything runs
         queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
@@ -239,8 +230,7 @@ class ReActAgent:
         try:
             while (item := await queue.get()) is not None:
                 yield item
-            reply = task.result()
-            yield Reply(reply)
+            yield task.result()
         finally:
             if not task.done():
                 await cancel_and_wait(task)
@@ -250,7 +240,7 @@ class ReActAgent:
         await self.hooks.dispatch(event)
 
     def interrupt(self) -> None:
-        """Stop every call this agent is running; each raises :class:`AgentInterrupted`."""
+        """Stop every call this agent is running; each ends :class:`~harness.kernel.Cancelled`."""
         for task in list(self._running):
             self._interrupting.add(task)
             task.cancel()
@@ -262,7 +252,7 @@ class ReActAgent:
         memory: list[Msg],
         state: SessionState,
         emit: Emit | None,
-    ) -> Msg:
+    ) -> Outcome:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
@@ -280,25 +270,23 @@ class ReActAgent:
                 # Error) with the input in memory: a caller may now say the input was taken.
                 emit(Progress("accepted"))
             await self.hooks.dispatch(PreCall(**call.about(), inputs=inputs))
-            if waiting:
-                await self._resume(call, waiting, inputs)
-            reply = await self._loop(call)
-            post = PostCall(**call.about(), reply=reply)
+            still = await self._resume(call, waiting, inputs) if waiting else None
+            post = PostCall(**call.about(), outcome=still or await self._loop(call))
             await self.hooks.dispatch(post)
             if post.finishing:
                 await asyncio.gather(*post.finishing)
-            return post.reply
+            return post.outcome
         except asyncio.CancelledError as exc:
-            if task in self._interrupting:
-                task.uncancel()
-                error = AgentInterrupted(f"agent {self.name!r} was interrupted")
-                await self._report(call, error)
-                raise error from None
-            await self._report(call, exc)
-            raise
+            if task not in self._interrupting:
+                await self._report(call, exc)
+                raise
+            task.uncancel()
+            error = AgentInterrupted(f"agent {self.name!r} was interrupted")
+            await self._report(call, error)
+            return Cancelled(error)
         except Exception as exc:
             await self._report(call, exc)
-            raise
+            return Failed(exc)
         finally:
             STREAM.reset(streaming)
             self._running.discard(task)
@@ -309,11 +297,10 @@ class ReActAgent:
 
         Memory keeps what the call completed (the input and every finished turn) but not an
         assistant turn whose tool calls never got results, so the conversation stays valid for
-        the next request; except when the call paused (:class:`CallPaused`): the turn then
-        waits, with its calls, for the decisions the next call starts with.
+        the next request.
         """
         memory = call.memory
-        kept = memory if isinstance(error, CallPaused) else drop_unanswered_tail(memory)
+        kept = drop_unanswered_tail(memory)
         if len(kept) < len(memory):  # a prefix of it: only a shorter one is a change
             memory[:] = kept
         event = Error(**call.about(), error=error)
@@ -322,19 +309,19 @@ class ReActAgent:
             if event.finishing:
                 await asyncio.gather(*event.finishing)
         except Exception as hook_error:
-            if isinstance(error, CallPaused) and isinstance(hook_error, TurnNotSaved):
-                raise hook_error from error  # a pause nobody can resume is a failure
             logger.exception("a hook failed while handling %r", error)
             error.add_note(f"while reporting this error, a hook failed: {hook_error!r}")
 
-    async def _loop(self, call: _Call) -> Msg:
+    async def _loop(self, call: _Call) -> Ended:
         for step in range(self.max_iters):
             message = await self._reason(call, step, final=False)
             calls = message.tool_uses
             if not calls:
-                return message
-            await self._act_all(call, calls)
-        return await self._reason(call, self.max_iters, final=True)
+                return Finished(message)
+            pending = await self._act_all(call, calls)
+            if pending:
+                return Paused(tuple(pending))
+        return Finished(await self._reason(call, self.max_iters, final=True))
 
     async def _reason(self, call: _Call, step: int, *, final: bool) -> Msg:
         memory, emit = call.memory, call.emit
@@ -428,24 +415,23 @@ class ReActAgent:
         await self.hooks.dispatch(event)
         return event.recovered
 
-    async def _resume(self, call: _Call, waiting: list[ToolUseBlock], inputs: list[Msg]) -> None:
-        """Decide the calls the previous call left waiting; then the input joins memory."""
-        try:
-            await self._act_all(call, waiting, resumed=True)
-        except CallPaused as paused:
-            if not inputs:
-                raise
-            msg = (
-                f"{len(paused.pending)} tool call(s) of this session wait for a decision; the "
-                "new message was not accepted: decide them and continue the session first"
-            )
-            raise ApprovalsPending(msg, pending=paused.pending) from None
+    async def _resume(
+        self, call: _Call, waiting: list[ToolUseBlock], inputs: list[Msg]
+    ) -> Paused | None:
+        """Decide the calls the previous call left waiting; then the input joins memory.
+
+        Returns the pause when some still wait: the new input, if any, is then refused.
+        """
+        pending = await self._act_all(call, waiting, resumed=True)
+        if pending:
+            return Paused(tuple(pending), accepted=not inputs)
         call.memory.extend(inputs)
+        return None
 
     async def _act_all(
         self, call: _Call, uses: list[ToolUseBlock], *, resumed: bool = False
-    ) -> None:
-        """Decide every call of the step, run those that run, then pause if any must wait."""
+    ) -> list[Mapping[str, Any]]:
+        """Decide every call of the step and run those that run; returns what must wait."""
         decided: list[Decision] = []
         for use in uses:
             event = ToolDecision(
@@ -474,14 +460,15 @@ class ReActAgent:
         else:
             ran = [await self._act(call, use, run) for _, use, run in running]
         results = dict(zip([index for index, _, _ in running], ran, strict=True))
-        pending: list[dict[str, Any]] = []
+        pending: list[Mapping[str, Any]] = []
         for index, (use, decision) in enumerate(zip(uses, decided, strict=True)):
             if isinstance(decision, Defer):
-                pending += [dict(decision.request), *(dict(more) for more in decision.more)]
+                pending += [decision.request, *decision.more]
             elif isinstance(decision, Run):
                 result = results[index]
-                if isinstance(result, _Waits):  # the tool paused itself: its call waits too
-                    pending.extend(result.pending)
+                if isinstance(result, Paused):  # the tool's work waits: so does its call
+                    via = {"via_tool_call": use.id, "via_tool": use.name, "via_input": use.input}
+                    pending += [{**request, **via} for request in result.pending]
                 else:
                     call.memory.append(result)
             else:  # answered without running
@@ -489,11 +476,9 @@ class ReActAgent:
                 if call.emit is not None:
                     call.emit(ToolFinished(given))
                 call.memory.append(Msg.tool_result(given))
-        if pending:
-            msg = f"{len(pending)} tool call(s) wait for a decision before they run"
-            raise CallPaused(msg, pending=pending)
+        return pending
 
-    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg | _Waits:
+    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg | Paused:
         ctx, emit = call.ctx, call.emit
         if run.arguments is not None:  # the tool runs with what a reviewer gave, not the model
             use = use.model_copy(update={"input": dict(run.arguments)})
@@ -501,11 +486,9 @@ class ReActAgent:
         if emit is not None:
             emit(ToolStarted(use))
         started = time.perf_counter()
-        try:
-            result = await self.toolkit.call(use, ctx)
-        except CallPaused as paused:  # the tool's work waits (a subagent's approval)
-            via = {"via_tool_call": use.id, "via_tool": use.name, "via_input": use.input}
-            return _Waits([{**request, **via} for request in paused.pending])
+        result = await self.toolkit.call(use, ctx)
+        if isinstance(result, Paused):  # the tool's work waits (a subagent's approval)
+            return result
         if run.note:
             result = _noted(result, run.note)
         event = PostActing(

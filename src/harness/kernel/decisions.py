@@ -9,8 +9,8 @@ new call) or as a lost result (a call found unanswered when a call starts: see b
 - :class:`Substitute`: the tool does not run; ``result`` is what the model is told instead (a
   rejection, a reviewer's answer, the result of a run that already happened);
 - :class:`Defer`: the tool does not run yet. Once the step's other calls are done and their
-  results are in memory, the call ends with :class:`~harness.errors.CallPaused`, listing what
-  each deferred call's ``request`` says; the assistant turn stays in memory with its calls, and
+  results are in memory, the call ends :class:`~harness.kernel.Paused`, listing what each
+  deferred call's ``request`` says; the assistant turn stays in memory with its calls, and
   a later call on the same conversation decides the calls still unanswered before anything
   else (the model is not asked again first).
 

@@ -13,7 +13,7 @@ points where hooks change what happens next:
 - :class:`ToolDecision.decision` runs a tool call, answers it without running it, or makes the
   call pause before it (:mod:`harness.kernel.decisions`);
 - :class:`PostActing.result` replaces the tool result that memory keeps;
-- :class:`PostCall.reply` replaces the reply the caller receives;
+- :class:`PostCall.outcome` replaces the outcome the caller receives (finished or paused);
 - :class:`ContextOverflow.recovered`, set by a hook that shrank ``memory`` after the provider
   refused a request as too long, makes the agent try that step once more;
 - :class:`PostCall.finishing` (and :class:`Error.finishing`) takes work a hook has started
@@ -43,6 +43,7 @@ from harness.context import RuntimeContext
 from harness.kernel.decisions import Decision
 from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import ToolSchema, Usage
+from harness.kernel.outcome import Ended
 from harness.kernel.state import SessionState
 
 __all__ = [
@@ -157,16 +158,21 @@ class PostActing(Event):
 
 @dataclass(slots=True, kw_only=True)
 class PostCall(Event):
-    """A call finished; ``reply`` (mutable) is what the caller receives."""
+    """A call ended as it meant to: answered, or paused before tool calls that wait.
 
-    reply: Msg
+    ``outcome`` (mutable) is what the caller receives: :class:`~harness.kernel.Finished`
+    with the reply, or :class:`~harness.kernel.Paused` with what waits (memory then keeps the
+    model's turn with its waiting calls). A cancelled or failed call is an :class:`Error`.
+    """
+
+    outcome: Ended
     finishing: list[Awaitable[object]] = field(default_factory=list)
     """Started work the call waits for after the last hook (a hook's failure if it raises)."""
 
 
 @dataclass(slots=True, kw_only=True)
 class Error(Event):
-    """A call failed or was interrupted; the error is re-raised after the hooks ran."""
+    """A call failed or was interrupted; its outcome (cancelled or failed) carries ``error``."""
 
     error: BaseException
     finishing: list[Awaitable[object]] = field(default_factory=list)

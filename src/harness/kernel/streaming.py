@@ -1,4 +1,4 @@
-"""What :meth:`ReActAgent.stream` yields while a call runs.
+"""What :meth:`ReActAgent.stream` yields while a call runs, and how it ends.
 
 The loop yields a ``Progress("accepted")`` item first, once the call has taken its input (from
 then on, however the call ends, its hooks hear of it with the input in memory, so a session
@@ -7,6 +7,8 @@ ends (its model, tokens, latency and tool calls). A hook that knows something el
 streaming caller wants to see (a compaction, a background task's notice) adds a
 :class:`Progress` item with :func:`report`: it lands in the stream in the order things
 happened, between the deltas and tool items around it, and is dropped when nobody streams.
+The last item is always the call's outcome (:mod:`harness.kernel.outcome`): finished, paused,
+cancelled or failed.
 """
 
 from __future__ import annotations
@@ -17,18 +19,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.kernel.message import Msg, ToolResultBlock, ToolUseBlock
+from harness.kernel.message import ToolResultBlock, ToolUseBlock
+from harness.kernel.outcome import Cancelled, Ended, Failed, Finished, Outcome, Paused
 
 __all__ = [
     "Progress",
-    "Reply",
     "StreamItem",
     "TextDelta",
     "ThinkingDelta",
     "ToolFinished",
     "ToolStarted",
-    "replied",
+    "ended",
     "report",
+    "settled",
 ]
 
 
@@ -61,13 +64,6 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    """The call's final answer; always the last item of a stream."""
-
-    message: Msg
-
-
-@dataclass(frozen=True, slots=True)
 class Progress:
     """Something a hook reports while the call runs: ``kind`` names it, ``data`` is JSON-able."""
 
@@ -75,7 +71,17 @@ class Progress:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-StreamItem = TextDelta | ThinkingDelta | ToolStarted | ToolFinished | Progress | Reply
+StreamItem = (
+    TextDelta
+    | ThinkingDelta
+    | ToolStarted
+    | ToolFinished
+    | Progress
+    | Finished
+    | Paused
+    | Cancelled
+    | Failed
+)
 
 Emit = Callable[[StreamItem], None]
 
@@ -91,11 +97,24 @@ def report(kind: str, **data: Any) -> None:
         emit(Progress(kind, data))
 
 
-async def replied(items: AsyncGenerator[StreamItem, None]) -> Msg:
-    """The message of a call's :class:`Reply`: ``call`` is ``stream``, consumed."""
+def settled(outcome: Outcome) -> Ended:
+    """A finished or paused outcome as it is; the error of a cancelled or failed one, raised.
+
+    What ``call`` does with its outcome, as a Python caller expects of a failure.
+    """
+    match outcome:
+        case Cancelled(error) | Failed(error):
+            raise error
+    return outcome
+
+
+async def ended(items: AsyncGenerator[StreamItem, None]) -> Ended:
+    """How a call's stream ended (:func:`settled`): ``call`` is ``stream``, consumed."""
+    last: StreamItem | None = None
     async with contextlib.aclosing(items):
         async for item in items:
-            if isinstance(item, Reply):
-                return item.message
-    msg = "the call's stream ended without a reply"  # a call returns or raises: never here
-    raise AssertionError(msg)
+            last = item
+    if not isinstance(last, Outcome):  # a stream ends with its outcome: never here
+        msg = f"the call's stream ended without an outcome (its last item: {last!r})"
+        raise AssertionError(msg)
+    return settled(last)

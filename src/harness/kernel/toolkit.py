@@ -8,10 +8,10 @@ not shown to the model; it receives the context of the call that runs the tool.
 
 Running a tool never raises into the agent loop: unknown tools, arguments that fail validation
 and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
-``is_error=True`` and a message the model can act on. The one exception is
-:class:`~harness.errors.CallPaused`: a tool whose work waits for a decision (a subagent whose
-own call waits for approval) pauses its call, which waits with it. A tool that refuses or
-fails without raising returns its message as a :class:`ToolFailure`, which is marked
+``is_error=True`` and a message the model can act on. A tool whose work waits for a decision (a
+subagent whose own call waits for approval) returns a :class:`~harness.kernel.Paused` instead
+of a result, and its call pauses with it (:mod:`harness.kernel.outcome`). A tool that refuses
+or fails without raising returns its message as a :class:`ToolFailure`, which is marked
 ``is_error`` too. Sync tools run in a worker thread so they cannot block the event loop.
 """
 
@@ -38,9 +38,9 @@ from pydantic import (
 )
 
 from harness.context import RuntimeContext
-from harness.errors import CallPaused
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
+from harness.kernel.outcome import Paused
 
 __all__ = ["Tool", "ToolFailure", "Toolkit"]
 
@@ -206,8 +206,12 @@ class Tool:
         schema = ToolSchema(name=tool_name, description=text, parameters=parameters)
         return cls(tool_name, text, func, model, schema, context_param)
 
-    async def run(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock:
-        """Validate the arguments, run the function, and wrap whatever happens as a result."""
+    async def run(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock | Paused:
+        """Validate the arguments, run the function, and wrap whatever happens as a result.
+
+        A :class:`~harness.kernel.Paused` the function returns is returned as it is: the
+        tool's work waits, and so does its call.
+        """
         raw = call.input.get(INVALID_ARGUMENTS_KEY)
         if isinstance(raw, str):
             shown = raw if len(raw) <= 200 else raw[:200] + "..."
@@ -234,11 +238,11 @@ class Tool:
                 value = await asyncio.to_thread(self.func, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
-        except CallPaused:
-            raise  # the tool's own call waits (a subagent's call waits for approval)
         except Exception as exc:
             logger.debug("tool %s failed", self.name, exc_info=True)
             return _error(call, f"{type(exc).__name__}: {exc}")
+        if isinstance(value, Paused):
+            return value
         return ToolResultBlock(
             id=call.id,
             name=call.name,
@@ -336,7 +340,7 @@ class Toolkit:
             self._schemas = [tool.schema for tool in self._tools.values()]
         return self._schemas
 
-    async def call(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock:
+    async def call(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock | Paused:
         """Run one tool call; never raises except on cancellation."""
         tool = self._tools.get(call.name)
         if tool is None:

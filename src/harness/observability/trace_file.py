@@ -33,7 +33,9 @@ and then the event's own fields:
                    ``is_error``, ``latency_s``; ``evicted: true``, ``evicted_path`` and
                    ``kept_chars`` when the result was moved to a file; ``task_id`` when a
                    subagent tool started a background task
-``PostCall``       ``inputs``, ``reply_chars``, ``steps``, ``latency_s`` (the whole call)
+``PostCall``       ``outcome`` (``finished`` or ``paused``), ``reply_chars`` (finished) or
+                   ``paused`` (the approval ids it waits for), ``inputs``, ``steps``,
+                   ``latency_s`` (the whole call)
 ``Error``          ``type``, ``message`` (cut to :data:`MAX_MESSAGE_CHARS`), ``latency_s``
 ``PreCompact``     ``cut``, ``tokens_before``
 ``PostCompact``    ``removed``, ``tokens_before``, ``tokens_after``, ``forced``, ``extractive``
@@ -233,7 +235,8 @@ class CallSummary:
     call_id: str
     started: str | None = None
     outcome: str = "open"
-    """``ok`` (PostCall), ``error`` (Error), or ``open`` (the call's end was not recorded)."""
+    """``ok`` or ``paused`` (PostCall), ``error`` (Error), or ``open`` (the call's end was
+    not recorded)."""
     inputs: int = 0
     reply_chars: int = 0
     steps: int = 0
@@ -300,7 +303,7 @@ def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallS
                 compactions += 1
             case "PostCall":
                 fields.update(
-                    outcome="ok",
+                    outcome="paused" if rec.get("outcome") == "paused" else "ok",
                     reply_chars=int(_number(rec.get("reply_chars"))),
                     latency_s=_number(rec.get("latency_s")),
                 )

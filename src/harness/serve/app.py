@@ -38,12 +38,13 @@ from harness.serve.api import (
     native_router,
 )
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
+from harness.serve.events import error_code
 from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, json_body
 from harness.serve.openai_api import ChatRequest, openai_router
 from harness.serve.responses_api import ResponsesRequest, responses_router
 from harness.serve.state import ServeState
-from harness.serve.turns import Turns, error_code
+from harness.serve.turns import Turns
 
 __all__ = ["AgentOpener", "create_app"]
 

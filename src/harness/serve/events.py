@@ -12,13 +12,19 @@ its fields.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from harness.errors import HarnessError
 from harness.kernel import (
+    Cancelled,
+    Failed,
+    Finished,
     Msg,
+    Outcome,
+    Paused,
     Progress,
-    Reply,
     StreamItem,
     TextDelta,
     ThinkingDelta,
@@ -30,8 +36,10 @@ from harness.kernel import (
 __all__ = [
     "MAX_TOOL_OUTPUT_CHARS",
     "encode_sse",
+    "error_code",
     "event_of",
     "message_json",
+    "outcome_events",
 ]
 
 MAX_TOOL_OUTPUT_CHARS: Final = 2_000
@@ -75,7 +83,7 @@ def _result_json(result: ToolResultBlock) -> dict[str, Any]:
 
 
 def event_of(item: StreamItem) -> tuple[str, Mapping[str, Any]]:
-    """The event name and payload of one stream item."""
+    """The event name and payload of one stream item before the last (its outcome)."""
     if isinstance(item, TextDelta):
         return "text.delta", {"text": item.text}
     if isinstance(item, ThinkingDelta):
@@ -93,8 +101,37 @@ def event_of(item: StreamItem) -> tuple[str, Mapping[str, Any]]:
         if name is None:  # a user hook's own report
             return "progress", {"kind": item.kind, **item.data}
         return name, item.data
-    assert isinstance(item, Reply)
-    return "turn.completed", {"message": message_json(item.message)}
+    msg = f"{type(item).__name__} is a turn's outcome: outcome_events says how it ended"
+    raise TypeError(msg)
+
+
+def outcome_events(outcome: Outcome, session_id: str | None) -> list[tuple[str, Mapping[str, Any]]]:
+    """How a turn ended, as the events that close its stream.
+
+    A pause is not a failure: an ``approval.requested`` event for each call that waits, then
+    ``turn.paused``; a new message refused because calls waited already is the
+    ``approvals_pending`` error. A failure the harness does not mean to raise (a bug) is
+    raised again, for the server's own handler.
+    """
+    match outcome:
+        case Finished(reply):
+            return [("turn.completed", {"message": message_json(reply)})]
+        case Paused(pending, accepted=False):
+            return [("error", {"code": "approvals_pending", "message": outcome.message})]
+        case Paused(pending):
+            requested = [("approval.requested", request) for request in pending]
+            waiting = {"session_id": session_id, "approvals": list(pending)}
+            return [*requested, ("turn.paused", waiting)]
+        case Cancelled(error) | Failed(error) if isinstance(error, HarnessError):
+            return [("error", {"code": error_code(error), "message": f"{error}"})]
+        case Failed(error):
+            raise error
+    raise AssertionError(outcome)  # mypy: every outcome is matched above
+
+
+def error_code(exc: BaseException) -> str:
+    """A stable snake-case code for an error: ``ModelError`` becomes ``model_error``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
 
 
 def encode_sse(

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
-from harness.errors import ApprovalsPending, CallPaused, HarnessError, SessionBusy
-from harness.kernel import Progress
+from harness.errors import HarnessError, SessionBusy
+from harness.kernel import Outcome, Progress
 from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
-from harness.serve.events import event_of
+from harness.serve.events import error_code, event_of, outcome_events
 from harness.session.keys import session_key
 from harness.workspace import user_prefix
 
@@ -175,8 +175,8 @@ class Turns:
     async def _agent_events(
         self, ctx: RuntimeContext, text: str | None
     ) -> AsyncGenerator[TurnEvent, None]:
-        """The agent's items as events, and how its call ended as the last one."""
-        reply: TurnEvent | None = None
+        """The agent's items as events, and how its call ended as the last ones."""
+        outcome: Outcome | None = None
         deadline = asyncio.timeout(self.config.turn_timeout)
         try:
             async with (
@@ -188,13 +188,10 @@ class Turns:
                 ) as items,
             ):
                 async for item in items:
-                    event = _ACCEPTED if item == _ACCEPTED_ITEM else event_of(item)
-                    if event[0] == "turn.completed":
-                        # Held until the agent's call has ended: a session that could not be
-                        # saved (TurnNotSaved) makes a reply a failed turn.
-                        reply = event
+                    if isinstance(item, Outcome):  # the last item: said once the call is over
+                        outcome = item
                     else:
-                        yield event
+                        yield _ACCEPTED if item == _ACCEPTED_ITEM else event_of(item)
         except TimeoutError:
             if not deadline.expired():
                 raise  # a timeout of something inside the turn, not the turn's own
@@ -206,17 +203,13 @@ class Turns:
                     "was stopped; the session keeps its completed steps",
                 },
             )
-        except ApprovalsPending as waiting:  # a turn raced one that paused
-            yield "error", {"code": "approvals_pending", "message": f"{waiting}"}
-        except CallPaused as paused:  # not a failure: the turn waits for a person
-            for request in paused.pending:
-                yield "approval.requested", request
-            yield "turn.paused", {"session_id": ctx.session_id, "approvals": paused.pending}
-        except HarnessError as exc:
+        except HarnessError as exc:  # before the turn began (a busy session), or after its
+            # outcome (a save that failed as the call let go of the session): a failure
             yield "error", {"code": error_code(exc), "message": f"{exc}"}
         else:
-            if reply is not None:
-                yield reply
+            assert outcome is not None  # a stream ends with its outcome
+            for event in outcome_events(outcome, ctx.session_id):
+                yield event
 
     async def _memory_flushes(self, ctx: RuntimeContext) -> AsyncIterator[TurnEvent]:
         """``memory.flushed`` for each flush of the turn's messages, once it has run.
@@ -264,8 +257,3 @@ def failure_status(code: str) -> int:
     502 (the model failed) unless the failure was the server's own: its storage (503), itself.
     """
     return _FAILURE_STATUS.get(code, 502)
-
-
-def error_code(exc: BaseException) -> str:
-    """A stable snake-case code for an error: ``ModelError`` becomes ``model_error``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Final, Protocol
 
 from harness.context import RuntimeContext
-from harness.kernel import Msg
+from harness.kernel import Ended
 
 __all__ = [
     "SPAWN_DEPTH_KEY",
@@ -44,9 +44,9 @@ End with a plain-text report: what you did or found, the details the main agent 
 
 
 class SubagentAgent(Protocol):
-    """What a child must be: something that answers a text for a context."""
+    """What a child must be: something that answers a text for a context, or pauses."""
 
-    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg: ...
+    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Ended: ...
 
 
 def spawn_depth(ctx: RuntimeContext) -> int:

@@ -35,16 +35,16 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.context import RuntimeContext
-from harness.errors import CallPaused
 from harness.kernel.cancelling import cancel_and_wait
+from harness.kernel.outcome import Paused
 from harness.memory.config import Clock, utc_now
 from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment, scoped
 
@@ -118,9 +118,10 @@ class TaskRecord(BaseModel):
         return self.status.value
 
 
-Work = Callable[[], Awaitable[str]]
+Work = Callable[[], Awaitable[str | Paused]]
+"""A task's work: its child's reply, or the child's pause (the task then waits for approval)."""
 
-OnWait = Callable[["TaskRecord", list[dict[str, object]]], Awaitable[object]]
+OnWait = Callable[["TaskRecord", Sequence[Mapping[str, Any]]], Awaitable[object]]
 """``on_wait(record, pending)``: record the requests a task's child waits for, durably,
 before the task is said to wait (raising makes the task fail instead)."""
 
@@ -225,7 +226,7 @@ class TaskRepository:
         ctx: RuntimeContext,
         *,
         agent_id: str,
-        running: asyncio.Task[str],
+        running: Awaitable[str | Paused],
         task: str = "",
         agent_key: str | None = None,
         label: str | None = None,
@@ -238,7 +239,7 @@ class TaskRepository:
         record = record.model_copy(update={"started_at": record.created_at})
         await self._save(record)
 
-        async def _await_running() -> str:
+        async def _await_running() -> str | Paused:
             return await running
 
         self._start(record, self._execute(record, _await_running))
@@ -289,7 +290,7 @@ class TaskRepository:
         """Run ``work`` in a slot: the one ``submit`` took, or the next one to come free."""
         slots = self._slots_here()
 
-        async def _in_slot() -> str:
+        async def _in_slot() -> str | Paused:
             nonlocal holding
             if not holding:
                 await slots.acquire()
@@ -310,6 +311,9 @@ class TaskRepository:
         """Run ``work`` to a final status; the result is saved before ``completed``."""
         try:
             result = await work()
+            if isinstance(result, Paused):
+                await self._wait(record, result)
+                return
             try:
                 written = await self.workspace.write_text(
                     self.result_path(record.task_id), result, record.user_id
@@ -319,12 +323,6 @@ class TaskRepository:
                 await self._settle(record, TaskStatus.FAILED, error=error)
                 return
             await self._settle(record, TaskStatus.COMPLETED, result_path=written)
-        except CallPaused as paused:
-            if self.on_wait is None:
-                error = f"its subagent waits for an approval nobody can give here: {paused}"
-                await self._settle(record, TaskStatus.FAILED, error=error)
-                return
-            await self._wait(record, paused)
         except asyncio.CancelledError:
             await self._settle(record, TaskStatus.CANCELLED)
             raise
@@ -332,9 +330,12 @@ class TaskRepository:
             logger.warning("task %s (%s) failed: %r", record.task_id, record.agent_id, exc)
             await self._settle(record, TaskStatus.FAILED, error=str(exc) or type(exc).__name__)
 
-    async def _wait(self, record: TaskRecord, paused: CallPaused) -> None:
+    async def _wait(self, record: TaskRecord, paused: Paused) -> None:
         """The child waits for approval: its requests are recorded, then the task waits."""
-        assert self.on_wait is not None
+        if self.on_wait is None:
+            error = f"its subagent waits for an approval nobody can give here: {paused.message}"
+            await self._settle(record, TaskStatus.FAILED, error=error)
+            return
         try:
             await self.on_wait(record, paused.pending)
         except Exception as exc:

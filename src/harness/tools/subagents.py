@@ -27,8 +27,8 @@ from typing import Any, cast
 
 from harness.approvals import ReviewerDecision
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import CallPaused, HarnessError
-from harness.kernel import Msg, ToolFailure
+from harness.errors import HarnessError
+from harness.kernel import Ended, Finished, Paused, ToolFailure
 from harness.mcp.config import TOOL_SEPARATOR
 from harness.options import AgentOptions, child_options
 from harness.subagents.children import SPAWN_DEPTH_KEY, SubagentAgent, close_child, spawn_depth
@@ -153,7 +153,7 @@ class SubagentTools:
         task: str | None = None,
         label: str | None = None,
         timeout_seconds: float | None = None,
-    ) -> str:
+    ) -> str | Paused:
         """Start a subagent, optionally giving it a task.
 
         The reply always holds an ``agent_key:`` line; pass that key to agent_send to continue
@@ -213,9 +213,7 @@ class SubagentTools:
         )
         if task is None or not task.strip():
             return f"{header}\nstatus: accepted"
-        result = await self._run(child, ctx, task, timeout_seconds, header=True)
-        answer = f"{header}\n{result}"  # a failed child is a failed call (``is_error``)
-        return ToolFailure(answer) if isinstance(result, ToolFailure) else answer
+        return await self._run(child, ctx, task, timeout_seconds, header=header)
 
     async def agent_send(
         self,
@@ -224,7 +222,7 @@ class SubagentTools:
         agent_key: str | None = None,
         label: str | None = None,
         timeout_seconds: float | None = None,
-    ) -> str:
+    ) -> str | Paused:
         """Send a message to a subagent you started, continuing its conversation.
 
         Args:
@@ -250,7 +248,7 @@ class SubagentTools:
                 if label
                 else f"Error: Unknown agent_key: {agent_key}"
             )
-        return await self._run(child, ctx, message, timeout_seconds, header=False)
+        return await self._run(child, ctx, message, timeout_seconds)
 
     @staticmethod
     def _find(registry: _Registry, agent_key: str | None, label: str | None) -> _Child | None:
@@ -279,24 +277,22 @@ class SubagentTools:
 
     async def continue_child(
         self, agent_key: str, decisions: Mapping[str, ReviewerDecision], ctx: RuntimeContext
-    ) -> str:
+    ) -> str | Paused:
         """Continue a child whose call waited for approval, with the parent's decisions.
 
         What the parent's waiting call (its ``agent_spawn`` or ``agent_send``) gets as its
-        result: the child's reply, as a run of that tool would have shown it. Raises
-        :class:`~harness.errors.CallPaused` (surfaced as the parent's) while the child waits.
+        result: the child's reply, as a run of that tool would have shown it, or the child's
+        pause (surfaced as the parent's) while it waits again.
         """
         child = self._find(await self._registry(ctx, reload=True), agent_key, None)
         if child is None:
             return ToolFailure(f"Error: Unknown agent_key: {agent_key}")
         try:
-            reply = await self._resume(child, decisions, ctx)
-        except CallPaused:
-            raise
+            outcome = await self._resume(child, decisions, ctx)
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             return ToolFailure(f"agent_key: {child.key}\nstatus: error\nerror: {message}")
-        return f"agent_key: {child.key}\nstatus: ok\nreply:\n{reply.text}"
+        return _told(outcome, child, f"agent_key: {child.key}\n")
 
     async def continue_task(
         self,
@@ -315,18 +311,17 @@ class SubagentTools:
             logger.warning("task %s waits on %s, not a child of this session", task_id, agent_key)
             return False
 
-        async def work() -> str:
-            return (await self._resume(child, decisions, ctx)).text
+        async def work() -> str | Paused:
+            return _told(await self._resume(child, decisions, ctx), child)
 
         return await self.tasks.resume(task_id, ctx.user_id, work)
 
     async def _resume(
         self, child: _Child, decisions: Mapping[str, ReviewerDecision], ctx: RuntimeContext
-    ) -> Msg:
-        """The child's turn, continued with ``decisions``.
+    ) -> Ended:
+        """The child's turn, continued with ``decisions``: answered, or waiting again.
 
         Raises:
-            CallPaused: The child waits again (surfaced: each request names the child).
             HarnessError: The child cannot be rebuilt or continued.
         """
         agent = await self._agent(child, ctx)
@@ -334,11 +329,8 @@ class SubagentTools:
         if resume is None:  # a factory's agent that cannot be resumed
             msg = f"subagent {child.agent_id!r} cannot be continued"
             raise HarnessError(msg)
-        try:
-            reply: Msg = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
-        except CallPaused as paused:
-            raise _surfaced(paused, child) from None
-        return reply
+        outcome: Ended = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
+        return outcome
 
     def _child_ctx(self, child: _Child, ctx: RuntimeContext) -> RuntimeContext:
         return RuntimeContext(
@@ -388,21 +380,24 @@ class SubagentTools:
         text: str,
         timeout_seconds: float | None,
         *,
-        header: bool,
-    ) -> str:
-        """Run one turn of the child: wait for it, or hand it to the task repository."""
+        header: str | None = None,
+    ) -> str | Paused:
+        """Run one turn of the child: wait for it, or hand it to the task repository.
+
+        ``header`` is ``agent_spawn``'s (the new child's key, id and session), said before
+        whatever the turn gives; ``agent_send`` names the child instead.
+        """
+        head = f"{header}\n" if header is not None else f"agent_key: {child.key}\n"
         child_ctx = self._child_ctx(child, ctx)
 
         try:
             agent = await self._agent(child, ctx)
         except HarnessError as exc:
-            return ToolFailure(f"Error: cannot continue {child.key}: {exc}")
+            failure = f"Error: cannot continue {child.key}: {exc}"
+            return ToolFailure(failure if header is None else f"{head}{failure}")
 
-        async def turn() -> str:
-            try:
-                return (await agent.call(text, ctx=child_ctx)).text
-            except CallPaused as paused:  # the child's call waits: so does whoever waits on it
-                raise _surfaced(paused, child) from None
+        async def turn() -> str | Paused:  # as a background task keeps it
+            return _told(await agent.call(text, ctx=child_ctx), child)
 
         info: dict[str, Any] = {
             "agent_id": child.agent_id,
@@ -413,34 +408,43 @@ class SubagentTools:
         timeout = self.config.timeout(timeout_seconds)
         if timeout == 0:
             record = await self.tasks.submit(ctx, work=turn, **info)
-            return accepted_block(record.task_id)
-        running = asyncio.create_task(turn())
+            accepted = accepted_block(record.task_id)
+            return accepted if header is None else f"{head}{accepted}"
+        running = asyncio.create_task(agent.call(text, ctx=child_ctx))
         try:
             async with asyncio.timeout(timeout):
-                reply = await asyncio.shield(running)
+                outcome = await asyncio.shield(running)
         except TimeoutError:
-            record = await self.tasks.adopt(ctx, running=running, **info)
-            promoted = _promoted_block(record.task_id, timeout)
-            return promoted if header else f"agent_key: {child.key}\n{promoted}"
+
+            async def adopted() -> str | Paused:
+                return _told(await running, child)
+
+            record = await self.tasks.adopt(ctx, running=adopted(), **info)
+            return head + _promoted_block(record.task_id, timeout)
         except asyncio.CancelledError:
             running.cancel()  # the parent stopped waiting: the child stops too
-            raise
-        except CallPaused:  # the child's call waits: so does the parent's
             raise
         except Exception as exc:
             message = str(exc) or type(exc).__name__
             return ToolFailure(
-                f"status: error\nerror: {message}" if header else f"Error: {message}"
+                f"{head}status: error\nerror: {message}" if header else f"Error: {message}"
             )
-        ok = f"status: ok\nreply:\n{reply}"
-        return ok if header else f"agent_key: {child.key}\n{ok}"
+        return _told(outcome, child, head)
 
 
-def _surfaced(paused: CallPaused, child: _Child) -> CallPaused:
-    """A child's pause as its parent's: each request says which subagent it is of."""
-    about = {"subagent": child.agent_id, "child_key": child.key}
-    pending = [{**request, **about} for request in paused.pending]
-    return CallPaused(f"subagent {child.agent_id!r}: {paused}", pending=pending)
+def _told(outcome: Ended, child: _Child, head: str | None = None) -> str | Paused:
+    """A child's turn as its parent's tool tells it: its reply, or its pause made the parent's.
+
+    With ``head`` (a turn the parent waited for), the reply as the tool shows it; without, the
+    bare text a background task keeps. A pause is surfaced: each request says which subagent
+    it is of, and the parent's call waits with it (:mod:`harness.kernel.outcome`).
+    """
+    match outcome:
+        case Paused(pending, accepted):
+            about = {"subagent": child.agent_id, "child_key": child.key}
+            return Paused(tuple({**request, **about} for request in pending), accepted)
+        case Finished(reply):
+            return reply.text if head is None else f"{head}status: ok\nreply:\n{reply.text}"
 
 
 def _children(text: str | None, path: str) -> list[_Child]:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from _witness import Witness
 
+from _outcomes import answer, waits
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import (
     ApprovalPolicy,
@@ -23,7 +24,7 @@ from harness.approvals import (
     ReviewerDecision,
     requires_approval,
 )
-from harness.errors import ApprovalConflict, ApprovalsPending, CallPaused, UnknownApproval
+from harness.errors import ApprovalConflict, UnknownApproval
 from harness.models import ScriptedChatModel
 
 CTX = RuntimeContext(session_id="s1", user_id="ann")
@@ -60,11 +61,10 @@ def witness(tmp_path: Path) -> Witness:
     return Witness(tmp_path / "witness.txt")
 
 
-async def pause(agent: HarnessAgent, text: str = "ship it") -> list[dict[str, Any]]:
-    with pytest.raises(CallPaused) as info:
-        await agent.call(text, ctx=CTX)
+async def pause(agent: HarnessAgent, text: str = "ship it") -> list[Mapping[str, Any]]:
+    paused = waits(await agent.call(text, ctx=CTX))
     await agent.aclose()
-    return info.value.pending
+    return list(paused.pending)
 
 
 async def resume(
@@ -72,7 +72,7 @@ async def resume(
 ) -> str:
     agent = make(workspace, witness, **options)
     try:
-        return (await agent.resume(decisions, ctx=CTX)).text
+        return (answer(await agent.resume(decisions, ctx=CTX))).text
     finally:
         await agent.aclose()
 
@@ -169,7 +169,7 @@ async def test_a_decision_is_final_and_bound_to_its_session(
         await agent.approvals.record(key, {request["id"]: ReviewerDecision("approve")})
     other = RuntimeContext(session_id="s1", user_id="bob")  # another user's session
     with pytest.raises(UnknownApproval):
-        await agent.resume({request["id"]: "approve"}, ctx=other)
+        answer(await agent.resume({request["id"]: "approve"}, ctx=other))
     await agent.aclose()
     assert "deploy:prod" not in witness.runs()
 
@@ -180,8 +180,9 @@ async def test_a_new_turn_waits_until_the_approvals_are_decided(
     await pause(make(workspace, witness))
     agent = make(workspace, witness)
 
-    with pytest.raises(ApprovalsPending, match="not accepted"):
-        await agent.call("something else", ctx=CTX)
+    refused = waits(await agent.call("something else", ctx=CTX))
+    assert not refused.accepted
+    assert "not accepted" in refused.message
     messages = await agent.sessions.load(CTX)
     await agent.aclose()
 
@@ -194,7 +195,7 @@ async def test_expiry_is_checked_when_the_call_would_run(workspace: Path, witnes
     assert agent.approvals is not None
     agent.approvals.clock = lambda: request["expires_at"] + 1  # approved, but too late
 
-    await agent.resume({request["id"]: "approve"}, ctx=CTX)
+    answer(await agent.resume({request["id"]: "approve"}, ctx=CTX))
     await agent.aclose()
 
     assert "deploy:prod" not in witness.runs()
@@ -254,7 +255,7 @@ async def test_a_waiting_call_the_ledger_never_heard_of_is_never_run(
     session.write_text("\n".join(lines) + "\n")
 
     agent = make(workspace, witness)
-    await agent.call(None, ctx=CTX)
+    answer(await agent.call(None, ctx=CTX))
     await agent.aclose()
 
     assert "deploy:prod" not in witness.runs()
@@ -309,7 +310,7 @@ async def test_a_resolver_decides_in_process_without_a_pause(
 
     policy = ApprovalPolicy(rules={"deploy": ApprovalRule()}, resolver=resolver)
     agent = make(workspace, witness, policy)
-    reply = await agent.call("ship it", ctx=CTX)
+    reply = answer(await agent.call("ship it", ctx=CTX))
     await agent.aclose()
 
     assert reply.text == "done"
@@ -328,7 +329,7 @@ async def test_a_request_whose_call_never_reached_the_session_blocks_nothing(
     session.write_text(first + "\n")  # only the user's message was saved
 
     assert await agent.pending_approvals(CTX) == []
-    assert (await agent.call("hello", ctx=CTX)).text == "hello again"
+    assert (answer(await agent.call("hello", ctx=CTX))).text == "hello again"
     await agent.aclose()
     assert "deploy:prod" not in witness.runs()
 
@@ -350,9 +351,8 @@ async def test_a_subagents_gated_call_pauses_its_parent_and_resumes_through_it(
         {"match": "status: ok", "text": "the child shipped it", "repeat": True},
         DONE,
     )
-    with pytest.raises(CallPaused) as info:
-        await make(workspace, witness, turns=turns).call("delegate it", ctx=CTX)
-    [request] = info.value.pending
+    paused = waits(await make(workspace, witness, turns=turns).call("delegate it", ctx=CTX))
+    [request] = paused.pending
     assert (request["tool"], request["subagent"]) == ("deploy", "general-purpose")
     assert "deploy:prod" not in witness.runs()
     parent = make(workspace, witness, turns=turns)
@@ -361,8 +361,8 @@ async def test_a_subagents_gated_call_pauses_its_parent_and_resumes_through_it(
     ]
 
     ident = str(request["id"])
-    reply = await parent.resume({ident: "approve"}, ctx=CTX)
-    again = await parent.resume({ident: "approve"}, ctx=CTX)  # harmless
+    reply = answer(await parent.resume({ident: "approve"}, ctx=CTX))
+    again = answer(await parent.resume({ident: "approve"}, ctx=CTX))  # harmless
     messages = await parent.sessions.load(CTX)
     await parent.aclose()
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import ApprovalRule, ReviewerDecision
 from harness.approvals.ledger import (
@@ -95,7 +96,7 @@ async def test_n_gated_calls_cost_the_ledger_o_of_n(workspace: Path, parsed: lis
     second = agent(workspace)  # another process, as far as the ledger knows
     try:
         await second.decide({p.id: ReviewerDecision("reject") for p in pending}, ctx=CTX)
-        reply = await second.resume(ctx=CTX)
+        reply = answer(await second.resume(ctx=CTX))
     finally:
         await second.aclose()
     assert reply.text == "done"

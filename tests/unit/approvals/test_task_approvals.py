@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from _witness import Witness
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.approvals import ApprovalRule, ReviewerDecision
 from harness.models import ScriptedChatModel
@@ -60,7 +61,7 @@ async def waiting_task(workspace: Path, witness: Witness, rule: ApprovalRule | N
     """Delegate in one agent (closed after), and return the id of the task that waits."""
     agent = make(workspace, witness, rule)
     try:
-        reply = await agent.call("delegate the release", ctx=CTX)
+        reply = answer(await agent.call("delegate the release", ctx=CTX))
         assert reply.text == "started it in the background"
         assert agent.tasks is not None
         [record] = await agent.tasks.records(CTX.user_id)
@@ -92,7 +93,7 @@ async def test_a_waiting_task_is_listed_does_not_hold_the_session_and_runs_once_
             task_id,
         )
         assert request.tool_call_id is None
-        assert (await agent.call("hello", ctx=CTX)).text == "done"  # the session is free
+        assert (answer(await agent.call("hello", ctx=CTX))).text == "done"  # the session is free
         assert witness.runs() == []
 
         assert await agent.decide({request.id: "approve"}, ctx=CTX) == {request.id: task_id}
@@ -102,7 +103,7 @@ async def test_a_waiting_task_is_listed_does_not_hold_the_session_and_runs_once_
         await agent.decide({request.id: "approve"}, ctx=CTX)  # the same again: harmless
         assert await agent.pending_approvals(CTX) == []
 
-        await agent.call("what happened?", ctx=CTX)
+        answer(await agent.call("what happened?", ctx=CTX))
         messages = await agent.sessions.load(CTX)
     finally:
         await agent.aclose()
@@ -174,7 +175,7 @@ async def test_a_waiting_task_whose_request_expired_goes_on_rejected(
     agent = make(workspace, witness)
     try:
         assert await agent.pending_approvals(CTX) == []  # expired: nobody can approve it now
-        await agent.call("anything new?", ctx=CTX)  # the parent's next step continues it
+        answer(await agent.call("anything new?", ctx=CTX))  # the parent's next step continues it
         record = await finished(agent, task_id)
         assert record.status is TaskStatus.COMPLETED, record
         assert await agent.tasks.result(record) == "the child was told no"  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from _outcomes import answer
 from harness.compaction import (
     CompactionConfig,
     CompactionResult,
@@ -85,7 +86,7 @@ async def test_compaction_replaces_memory_and_the_request_and_emits_events() -> 
     agent = ReActAgent(name="a", model=model, sys_prompt="SYS", hooks=[hook, listener])
     events = listener.seen
     memory = history(5)
-    reply = await agent.call("new question", memory=memory)
+    reply = answer(await agent.call("new question", memory=memory))
     assert reply.text == "reply"
     sent = model.requests[0]
     assert [m.role for m in sent] == ["system", "user", "user", "user"]
@@ -123,7 +124,7 @@ async def test_a_compaction_error_is_logged_and_the_step_goes_on(
     agent, model = agent_with(CompactionHook(Broken(FunctionModel(summary_of)), CONFIG))
     memory = history(5)
     with caplog.at_level(logging.WARNING):
-        await agent.call("q", memory=memory)
+        answer(await agent.call("q", memory=memory))
     assert "continuing without compaction" in caplog.text
     assert len(model.requests) == 1
     assert len(model.requests[0]) == 7  # system + 5 + the question: uncompacted
@@ -175,7 +176,7 @@ async def test_a_wrapped_interruption_is_not_swallowed() -> None:
 
     agent, model = agent_with(CompactionHook(ConversationCompactor(FunctionModel(wrapped)), CONFIG))
     with pytest.raises(RuntimeError, match="summarizer crashed"):
-        await agent.call("q", memory=history(5))
+        answer(await agent.call("q", memory=history(5)))
     assert model.requests == []
 
 
@@ -194,7 +195,7 @@ async def test_argument_truncation_applies_without_compaction() -> None:
     )
     result = Msg.tool_result(ToolResultBlock(id="c1", name="write_file", output="ok"))
     memory = [Msg(role="user", content="write"), call, result]
-    await agent.call("next", memory=memory)
+    answer(await agent.call("next", memory=memory))
     assert memory[1].id == call.id
     assert memory[1].tool_uses[0].input["content"] == "x" * 20 + "...(argument truncated)"
     assert model.requests[0][2].tool_uses[0].input["content"].endswith("(argument truncated)")

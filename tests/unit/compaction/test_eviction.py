@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import harness.filesystem._local_storage as local_storage
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.compaction.eviction import (
     DEFAULT_EXCLUDED_TOOLS,
@@ -555,7 +556,7 @@ async def test_the_session_keeps_the_placeholder_not_the_output(workspace: Path)
     )
     ctx = RuntimeContext(session_id="s1", user_id="alice")
 
-    reply = await agent.call("dump the table", ctx=ctx)
+    reply = answer(await agent.call("dump the table", ctx=ctx))
     await agent.aclose()
 
     assert reply.text == "The table has 1,000 rows."

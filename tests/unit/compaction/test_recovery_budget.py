@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _outcomes import answer
 from harness import ContextOverflowError, HarnessAgent, Msg, RuntimeContext
 from harness.compaction import CompactionConfig, estimate_tokens
 from harness.compaction.budget import (
@@ -125,7 +126,7 @@ async def test_the_first_recovery_fits_where_the_guess_ran_out(
     ctx = RuntimeContext(session_id="s")
     await agent.sessions.save(ctx, long_turns(6))
 
-    reply = await agent.call(QUESTION, ctx=ctx)
+    reply = answer(await agent.call(QUESTION, ctx=ctx))
 
     assert reply.text == "it fits now"
     assert len(model.requests) == 2  # refused once, then fitted the first time
@@ -184,7 +185,7 @@ async def test_a_known_window_that_fits_is_not_refused_on_a_guess(workspace: Pat
     that fits, even by the provider's count with the tools, goes to the model."""
     model = CountingWindow(2_048)
     agent = agent_for(model, workspace, context_window=2_048)
-    reply = await agent.call("hello", ctx=RuntimeContext(session_id="s"))
+    reply = answer(await agent.call("hello", ctx=RuntimeContext(session_id="s")))
     assert reply.text == "it fits now"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import WorkspaceContextConfig, WorkspaceContextHook
 from harness.kernel import CACHE_KEY, CACHE_PREFIX_BLOCKS, Msg, PreReasoning, TextBlock, ToolSchema
@@ -260,7 +261,7 @@ async def test_writes_through_the_manager_are_seen_at_the_next_step(workspace: P
     agent = HarnessAgent(
         memory=None, model=model, workspace=workspace, sys_prompt="BASE", tools=[rewrite_persona]
     )
-    await agent.call("go", ctx=RuntimeContext(session_id="s"))
+    answer(await agent.call("go", ctx=RuntimeContext(session_id="s")))
     first, second = (request[0].text for request in model.requests)
     assert "version one" in first
     assert "version two, longer" in second
@@ -340,7 +341,7 @@ async def test_an_unusable_memory_file_is_skipped_and_the_model_told(
     async with HarnessAgent(
         model=model, workspace=workspace, workspace_context=config, memory=None
     ) as agent:
-        assert (await agent.call("hi", ctx=ctx)).text == "ok"
+        assert (answer(await agent.call("hi", ctx=ctx))).text == "ok"
         system = model.requests[-1][0].text
         assert "<unusable_files>" in system
         assert "- MEMORY.md: " in system
@@ -350,7 +351,7 @@ async def test_an_unusable_memory_file_is_skipped_and_the_model_told(
         else:
             memory.unlink()
         memory.write_text("- ann likes tea\n")
-        await agent.call("again", ctx=ctx)
+        answer(await agent.call("again", ctx=ctx))
         system = model.requests[-1][0].text
         assert "<unusable_files>" not in system
         assert "ann likes tea" in system
@@ -385,18 +386,18 @@ async def test_bookkeeping_writes_do_not_make_the_next_call_read_the_prompt_file
 
         monkeypatch.setattr(backend, "get", spy)
         assert agent.maintenance is not None
-        await agent.call("hi", ctx=ctx)
+        answer(await agent.call("hi", ctx=ctx))
         await agent.maintenance.settled()  # the flush and the transcript write under agents/
         assert "AGENTS.md" in reads
         reads.clear()
-        await agent.call("again", ctx=ctx)
+        answer(await agent.call("again", ctx=ctx))
         await agent.maintenance.settled()
         prompt_only = ("AGENTS.md", "KNOWLEDGE.md")  # the files only the prompt reads
         assert [path for path in reads if path.endswith(prompt_only)] == []
-        await agent.call("save this", ctx=ctx)  # read again at the step after the save
+        answer(await agent.call("save this", ctx=ctx))  # read again at the step after the save
         assert reads.count("AGENTS.md") == 1
         assert any("- tea" in message.text for message in model.requests[-1])  # a note
         await agent.maintenance.settled()
         reads.clear()
-        await agent.call("and now", ctx=ctx)
+        answer(await agent.call("and now", ctx=ctx))
         assert [path for path in reads if path.endswith(prompt_only)] == []

@@ -1,7 +1,7 @@
 """The kernel's decision point: each call of a step runs, is answered instead, or waits.
 
 A hook decides at ToolDecision, before any tool of the step runs. A deferred call pauses the
-call (CallPaused) after its siblings ran, keeping the model's turn; the next call decides the
+call (a Paused outcome) after its siblings ran, keeping the model's turn; the next call decides the
 waiting calls first, without asking the model, and without running a sibling again.
 """
 
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from harness.errors import ApprovalsPending, CallPaused
+from _outcomes import answer, waits
 from harness.kernel import (
     LOST_RESULT,
     Decision,
@@ -19,6 +17,7 @@ from harness.kernel import (
     Event,
     Hook,
     Msg,
+    Paused,
     ReActAgent,
     Run,
     Substitute,
@@ -84,17 +83,15 @@ def agent(tools: Tools, gate: Gate, *turns: dict[str, Any]) -> ReActAgent:
     return ReActAgent(name="a", model=model, toolkit=tools.all(), hooks=[gate])
 
 
-async def paused(agent: ReActAgent, memory: list[Msg]) -> CallPaused:
-    with pytest.raises(CallPaused) as info:
-        await agent.call("go", memory=memory)
-    return info.value
+async def paused(agent: ReActAgent, memory: list[Msg]) -> Paused:
+    return waits(await agent.call("go", memory=memory))
 
 
 async def test_a_deferred_call_pauses_after_its_siblings_ran_and_keeps_the_turn() -> None:
     tools, gate, memory = Tools(), Gate(), list[Msg]()
     pause = await paused(agent(tools, gate), memory)
 
-    assert pause.pending == [{"id": "a1", "tool": "deploy"}]
+    assert list(pause.pending) == [{"id": "a1", "tool": "deploy"}]
     assert tools.runs == [("note", "deploying")]  # the ungated sibling ran, once
     assert [m.role for m in memory] == ["user", "assistant", "tool"]
     assert [u.name for u in memory[1].tool_uses] == ["deploy", "note"]
@@ -107,7 +104,7 @@ async def test_the_next_call_decides_the_waiting_call_first_and_reruns_no_siblin
     await paused(react, memory)
     gate.decision = Run()
 
-    reply = await react.call(memory=memory)
+    reply = answer(await react.call(memory=memory))
 
     assert reply.text == "done"
     assert tools.runs == [("note", "deploying"), ("deploy", "prod")]
@@ -122,7 +119,7 @@ async def test_an_edit_runs_the_given_arguments_and_says_so() -> None:
     await paused(react, memory)
     gate.decision = Run(arguments={"target": "staging"}, note="edited by a reviewer")
 
-    await react.call(memory=memory)
+    answer(await react.call(memory=memory))
 
     assert tools.runs == [("note", "deploying"), ("deploy", "staging")]
     assert memory[3].tool_results[0].output == "deployed staging\n\n[edited by a reviewer]"
@@ -152,7 +149,7 @@ async def test_a_waiting_call_nobody_decides_gets_a_lost_result_and_never_runs()
     plain = ReActAgent(
         name="a", model=ScriptedChatModel([ANSWER]), toolkit=tools.all(), hooks=[]
     )  # no gate: nothing knows the call was waiting, or whether it ran
-    await plain.call(memory=memory)
+    answer(await plain.call(memory=memory))
 
     assert tools.runs == [("note", "deploying")]
     assert memory[3].tool_results[0].output == LOST_RESULT
@@ -164,8 +161,9 @@ async def test_a_new_message_is_refused_while_a_call_waits_and_is_not_kept() -> 
     await paused(react, memory)
     before = list(memory)
 
-    with pytest.raises(ApprovalsPending, match="the new message was not accepted"):
-        await react.call("something else", memory=memory)
+    refused = waits(await react.call("something else", memory=memory))
+    assert not refused.accepted
+    assert "the new message was not accepted" in refused.message
 
     assert memory == before
     assert tools.runs == [("note", "deploying")]

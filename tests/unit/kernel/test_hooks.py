@@ -6,11 +6,13 @@ from typing import Any, ClassVar
 
 import pytest
 
+from _outcomes import answer
 from harness.context import RuntimeContext
 from harness.kernel import (
     DEFAULT_HOOK_PRIORITY,
     Error,
     Event,
+    Finished,
     Hook,
     HookChain,
     HookHost,
@@ -33,7 +35,11 @@ def pre_call() -> PreCall:
 
 def post_call() -> PostCall:
     return PostCall(
-        ctx=CTX, agent="a", memory=[], call_id="c1", reply=Msg(role="assistant", content="x")
+        ctx=CTX,
+        agent="a",
+        memory=[],
+        call_id="c1",
+        outcome=Finished(Msg(role="assistant", content="x")),
     )
 
 
@@ -147,7 +153,7 @@ async def test_exception_in_a_hook_propagates_from_call() -> None:
     agent = ReActAgent(name="a", model=model, hooks=[Failing(PreReasoning, log)])
 
     with pytest.raises(RuntimeError, match="hook failed on PreReasoning"):
-        await agent.call("hi")
+        answer(await agent.call("hi"))
 
     # the model was never asked, and the hook saw the Error event for its own failure
     assert model.requests == []
@@ -178,7 +184,7 @@ async def test_hooks_contribute_tools_to_the_agent() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=callers_toolkit, hooks=[ClockHook()])
 
-    reply = await agent.call("what time is it?")
+    reply = answer(await agent.call("what time is it?"))
 
     assert reply.text == "It is noon."
     assert agent.toolkit.names == ["echo", "clock"]
@@ -247,7 +253,7 @@ class Deriving(Hook):
                 agent=event.agent,
                 memory=event.memory,
                 call_id=event.call_id,
-                reply=Msg(role="assistant", content="derived"),
+                outcome=Finished(Msg(role="assistant", content="derived")),
             )
         )
 
@@ -265,6 +271,6 @@ async def test_an_event_a_hook_emits_reaches_every_hook_of_its_agent() -> None:
     deriving, log = Deriving(), list[str]()
     model = ScriptedChatModel([{"text": "reply"}])
     agent = ReActAgent(name="a", model=model, hooks=[deriving, Recorder("r", log)])
-    await agent.call("hi", memory=[])
+    answer(await agent.call("hi", memory=[]))
     assert log[:2] == ["r:PostCall", "r:PreCall"]  # derived while the PreCall reached its hooks
     assert log.count("r:PostCall") == 2

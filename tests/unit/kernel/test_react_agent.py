@@ -7,15 +7,19 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness.context import RuntimeContext
 from harness.errors import AgentInterrupted, ModelError, ScriptExhaustedError
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
+    Cancelled,
     ChatChunk,
     ChatModel,
     ChatResponse,
     Error,
     Event,
+    Failed,
+    Finished,
     Hook,
     Msg,
     PostActing,
@@ -26,7 +30,6 @@ from harness.kernel import (
     PreReasoning,
     Progress,
     ReActAgent,
-    Reply,
     StreamItem,
     TextBlock,
     TextDelta,
@@ -196,7 +199,7 @@ async def test_single_answer() -> None:
     model = scripted({"text": "Hello there!"})
     agent = ReActAgent(name="helper", model=model)
 
-    reply = await agent.call("hi")
+    reply = answer(await agent.call("hi"))
 
     assert reply.role == "assistant"
     assert reply.name == "helper"
@@ -216,7 +219,7 @@ async def test_tool_loop() -> None:
     model = scripted(*ADD_THEN_ANSWER)
     agent = ReActAgent(name="calc", model=model, toolkit=[add])
 
-    reply = await agent.call("please add 2 and 3")
+    reply = answer(await agent.call("please add 2 and 3"))
 
     assert reply.text == "The sum is 5."
     assert reply.metadata == {
@@ -228,12 +231,12 @@ async def test_tool_loop() -> None:
             "cache_write_tokens": 0,
         },
     }
-    user, call_msg, result_msg, answer = agent.memory
+    user, call_msg, result_msg, final = agent.memory
     assert user.text == "please add 2 and 3"
     assert call_msg.tool_uses == [ToolUseBlock(id="call_0", name="add", input={"a": 2, "b": 3})]
     assert result_msg.role == "tool"
     assert result_msg.content == [ToolResultBlock(id="call_0", name="add", output="5")]
-    assert answer is reply
+    assert final is reply
     assert len(model.requests) == 2
     second_request, second_tools = model.requests[1]
     assert second_request == [user, call_msg, result_msg]
@@ -244,8 +247,8 @@ async def test_memory_carries_over_between_calls() -> None:
     model = scripted({"match": "one", "text": "first"}, {"match": "two", "text": "second"})
     agent = ReActAgent(name="a", model=model)
 
-    await agent.call("one")
-    await agent.call("two")
+    answer(await agent.call("one"))
+    answer(await agent.call("two"))
 
     assert [m.text for m in agent.memory] == ["one", "first", "two", "second"]
     assert [m.text for m in model.requests[1][0]] == ["one", "first", "two"]
@@ -256,7 +259,7 @@ async def test_call_without_input_continues_memory() -> None:
     agent = ReActAgent(name="a", model=model)
     agent.memory.append(Msg(role="user", content="earlier"))
 
-    reply = await agent.call()
+    reply = answer(await agent.call())
 
     assert reply.text == "continued"
     assert [m.text for m in model.requests[0][0]] == ["earlier"]
@@ -269,7 +272,7 @@ async def test_tool_errors_go_back_to_the_model_and_the_loop_continues() -> None
     )
     agent = ReActAgent(name="a", model=model, toolkit=[add])
 
-    reply = await agent.call("go")
+    reply = answer(await agent.call("go"))
 
     assert reply.text == "That tool does not exist."
     [result] = agent.memory[2].tool_results
@@ -301,7 +304,7 @@ async def test_tool_calls_of_one_step_run_concurrently() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=[left, right])
 
-    reply = await agent.call("run both")
+    reply = answer(await agent.call("run both"))
 
     assert reply.text == "finished"
     results = [m.tool_results[0] for m in agent.memory if m.role == "tool"]
@@ -334,7 +337,7 @@ async def test_parallel_tools_false_runs_calls_one_after_another() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=[first, second], parallel_tools=False)
 
-    await agent.call("go")
+    answer(await agent.call("go"))
 
     assert log == ["first start", "first end", "second start", "second end"]
 
@@ -362,7 +365,7 @@ async def test_a_failing_step_cancels_its_other_tool_calls() -> None:
     )
 
     with pytest.raises(RuntimeError, match="cannot run fast"):
-        await agent.call("go")
+        answer(await agent.call("go"))
 
     # the sibling tool did not outlive the call that started it
     assert slow.cancelled is True
@@ -383,7 +386,7 @@ async def test_max_iters_defaults_to_15_then_a_final_call_that_may_not_use_tools
     )
     agent = ReActAgent(name="a", model=model, toolkit=[tick])
 
-    reply = await agent.call("keep going")
+    reply = answer(await agent.call("keep going"))
 
     assert DEFAULT_MAX_ITERS == 15
     assert agent.max_iters == 15
@@ -409,7 +412,7 @@ async def test_custom_max_iters() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=[add], max_iters=2)
 
-    reply = await agent.call("loop")
+    reply = answer(await agent.call("loop"))
 
     assert reply.text == "stopping"
     assert [len(tools) for _, tools in model.requests] == [1, 1, 1]
@@ -426,7 +429,7 @@ async def test_tool_calls_in_the_final_answer_are_dropped() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=[add], max_iters=1)
 
-    reply = await agent.call("loop")
+    reply = answer(await agent.call("loop"))
 
     assert reply.content == [TextBlock(text="still working")]
     assert unanswered_tool_calls(agent.memory) == set()
@@ -442,8 +445,8 @@ async def test_system_prompt_first_in_every_request_and_never_in_memory() -> Non
     model = scripted(*({**turn, "repeat": True} for turn in ADD_THEN_ANSWER))
     agent = ReActAgent(name="a", model=model, sys_prompt="You are terse.", toolkit=[add])
 
-    await agent.call("add them")
-    await agent.call("add again")
+    answer(await agent.call("add them"))
+    answer(await agent.call("add again"))
 
     assert len(model.requests) == 4
     for messages, _ in model.requests:
@@ -456,7 +459,7 @@ async def test_without_system_prompt_no_system_message_is_sent() -> None:
     model = scripted({"text": "ok"})
     agent = ReActAgent(name="a", model=model, sys_prompt="")
 
-    await agent.call("hi")
+    answer(await agent.call("hi"))
 
     assert agent.system_message is None
     assert [m.role for m in model.requests[0][0]] == ["user"]
@@ -477,7 +480,7 @@ async def test_model_stream_without_final_response_is_a_model_error() -> None:
     with pytest.raises(
         ModelError, match="model 'nofinal' ended its stream without a final response"
     ):
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     assert log.names[-1] == "Error"
 
 
@@ -485,7 +488,7 @@ async def test_script_exhausted_quotes_the_last_message() -> None:
     agent = ReActAgent(name="a", model=ScriptedChatModel([{"match": "weather", "text": "sunny"}]))
 
     with pytest.raises(ScriptExhaustedError) as info:
-        await agent.call("tell me a joke")
+        answer(await agent.call("tell me a joke"))
 
     assert str(info.value) == (
         "scripted model has no turn left that matches the request; last message: 'tell me a joke'"
@@ -500,7 +503,7 @@ async def test_event_sequence_all_carrying_the_calls_context() -> None:
     agent = ReActAgent(name="calc", model=scripted(*ADD_THEN_ANSWER), toolkit=[add], hooks=[log])
     ctx = RuntimeContext(session_id="s1", user_id="u1")
 
-    reply = await agent.call("add please", ctx=ctx)
+    reply = answer(await agent.call("add please", ctx=ctx))
 
     assert log.names == [
         "PreCall",
@@ -531,14 +534,14 @@ async def test_event_sequence_all_carrying_the_calls_context() -> None:
     assert post_acting.result == ToolResultBlock(id="call_0", name="add", output="5")
     assert post_acting.latency_s >= 0
     [post_call] = log.of(PostCall)
-    assert post_call.reply is reply
+    assert post_call.outcome == Finished(reply)
 
 
 async def test_call_without_ctx_gets_an_empty_context() -> None:
     log = EventLog()
     agent = ReActAgent(name="a", model=scripted({"text": "ok"}), hooks=[log])
 
-    await agent.call("hi")
+    answer(await agent.call("hi"))
 
     ctx = log.seen[0].ctx
     assert ctx == RuntimeContext()
@@ -560,7 +563,7 @@ async def test_pre_reasoning_messages_change_only_the_request() -> None:
     )
     agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[Inject()])
 
-    await agent.call("add")
+    answer(await agent.call("add"))
 
     first, _ = model.requests[0]
     second, _ = model.requests[1]
@@ -583,7 +586,7 @@ async def test_pre_reasoning_tools_change_only_the_request() -> None:
     model = scripted({"text": "ok"})
     agent = ReActAgent(name="a", model=model, toolkit=[add], hooks=[HideTools()])
 
-    await agent.call("hi")
+    answer(await agent.call("hi"))
 
     assert model.requests[0][1] == []
     assert agent.toolkit.names == ["add"]
@@ -623,17 +626,17 @@ async def test_post_call_reply_replacement_is_what_the_caller_gets() -> None:
 
         async def on_event(self, event: Event) -> None:
             assert isinstance(event, PostCall)
-            event.reply = replacement
+            event.outcome = Finished(replacement)
 
     agent = ReActAgent(
         name="a", model=scripted({"text": "original", "repeat": True}), hooks=[Rewrite()]
     )
 
-    reply = await agent.call("hi")
+    reply = answer(await agent.call("hi"))
     streamed = [item async for item in agent.stream("again")]
 
     assert reply is replacement
-    assert streamed[-1] == Reply(replacement)
+    assert streamed[-1] == Finished(replacement)
 
 
 async def test_model_failure_dispatches_error_then_reraises() -> None:
@@ -643,7 +646,7 @@ async def test_model_failure_dispatches_error_then_reraises() -> None:
     ctx = RuntimeContext(session_id="s")
 
     with pytest.raises(ModelError) as info:
-        await agent.call("hi", ctx=ctx)
+        answer(await agent.call("hi", ctx=ctx))
 
     assert info.value is failure
     assert log.names == ["PreCall", "PreReasoning", "Error"]
@@ -667,7 +670,7 @@ async def test_hook_failing_during_error_adds_a_note_and_the_original_error_prop
     agent = ReActAgent(name="a", model=FailingModel(failure), hooks=[BrokenErrorHandler(), later])
 
     with pytest.raises(ModelError) as info:
-        await agent.call("hi")
+        answer(await agent.call("hi"))
 
     assert info.value is failure
     assert info.value.__notes__ == [
@@ -703,7 +706,7 @@ async def test_interrupt_during_a_slow_tool() -> None:
     assert log.of(Error)[0].memory == agent.memory
 
     # the agent can be called again afterwards
-    assert (await agent.call("again")).text == "fine"
+    assert (answer(await agent.call("again"))).text == "fine"
     assert [m.role for m in model.requests[-1][0]] == ["user", "user"]
 
 
@@ -722,9 +725,11 @@ async def test_interrupt_during_a_slow_model_stream() -> None:
     await within(model.started.wait())
     agent.interrupt()
 
-    with pytest.raises(AgentInterrupted):
-        await task
-    assert items == [ACCEPTED, TextDelta("partial ")]
+    await task
+    assert items[:2] == [ACCEPTED, TextDelta("partial ")]
+    [cancelled] = items[2:]  # the stream ends with how the call ended: no exception
+    assert isinstance(cancelled, Cancelled)
+    assert isinstance(cancelled.error, AgentInterrupted)
     assert model.cancelled is True
     assert log.names == ["PreCall", "PreReasoning", "Error"]
     assert isinstance(log.of(Error)[0].error, AgentInterrupted)
@@ -742,7 +747,7 @@ async def test_interrupt_a_call_awaited_in_the_callers_task() -> None:
 
     helper = asyncio.create_task(interrupt_soon())
     with pytest.raises(AgentInterrupted):
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     await helper
 
     # the caller's own task was not left cancelled
@@ -776,7 +781,7 @@ async def test_interrupt_without_a_running_call_does_nothing() -> None:
 
     agent.interrupt()
 
-    assert (await agent.call("hi")).text == "ok"
+    assert (answer(await agent.call("hi"))).text == "ok"
 
 
 async def test_external_cancellation_propagates() -> None:
@@ -829,7 +834,7 @@ async def test_stream_yields_deltas_tool_activity_and_finally_the_reply() -> Non
         TextDelta("sum "),
         TextDelta("is "),
         TextDelta("5."),
-        Reply(agent.memory[-1]),
+        Finished(agent.memory[-1]),
     ]
     assert agent.memory[-1].text == "The sum is 5."
 
@@ -851,22 +856,20 @@ async def test_stream_yields_thinking_deltas() -> None:
 
     assert items[:3] == [ACCEPTED, ThinkingDelta("hmm"), TextDelta("yes")]
     assert isinstance(items[3], Progress)
-    assert isinstance(items[4], Reply)
-    assert items[4].message.text == "yes"
-    assert items[4].message.metadata == {"model": "thinker"}
+    assert isinstance(items[4], Finished)
+    assert items[4].reply.text == "yes"
+    assert items[4].reply.metadata == {"model": "thinker"}
 
 
-async def test_stream_raises_the_calls_error() -> None:
-    agent = ReActAgent(name="a", model=FailingModel(ModelError("boom")))
-    items: list[StreamItem] = []
+async def test_a_stream_ends_with_the_calls_failure_and_call_raises_it() -> None:
+    failure = ModelError("boom")
+    agent = ReActAgent(name="a", model=FailingModel(failure))
 
-    async def consume() -> None:
-        async for item in agent.stream("hi"):
-            items.append(item)
+    items = [item async for item in agent.stream("hi")]
 
+    assert items == [ACCEPTED, TextDelta("so far "), Failed(failure)]
     with pytest.raises(ModelError, match="boom"):
-        await consume()
-    assert items == [ACCEPTED, TextDelta("so far ")]
+        await agent.call("again")
 
 
 async def test_closing_the_stream_early_cancels_the_call() -> None:
@@ -920,8 +923,8 @@ async def test_per_call_memory_keeps_concurrent_conversations_apart() -> None:
         agent.call("I am bob", memory=bob_memory, ctx=bob_ctx),
     )
 
-    assert alice_reply.text == "Hi Alice."
-    assert bob_reply.text == "Hi Bob."
+    assert answer(alice_reply).text == "Hi Alice."
+    assert answer(bob_reply).text == "Hi Bob."
     assert transcript(alice_memory) == [
         "user: I am alice",
         "assistant: -> meet(who=alice)",
@@ -1004,7 +1007,7 @@ async def test_reports_of_a_call_nobody_streams_go_nowhere() -> None:
 
     async def delegate() -> str:
         """Ask the inner agent."""
-        return (await inner.call("add please")).text
+        return (answer(await inner.call("add please"))).text
 
     outer = ReActAgent(
         name="outer",
@@ -1030,12 +1033,12 @@ async def test_call_is_stream_consumed_events_memory_and_reply_alike() -> None:
         return ReActAgent(name="a", model=model, toolkit=[add], hooks=[log]), log
 
     called, called_log = run()
-    reply = await called.call("add 2 and 3")
+    reply = answer(await called.call("add 2 and 3"))
     streamed, streamed_log = run()
     items = [item async for item in streamed.stream("add 2 and 3")]
 
-    assert isinstance(items[-1], Reply)
-    assert items[-1].message.text == reply.text == "The sum is 5."
+    assert isinstance(items[-1], Finished)
+    assert items[-1].reply.text == reply.text == "The sum is 5."
     assert called_log.names == streamed_log.names
     strip = {"id", "timestamp"}
     assert [m.model_dump(exclude=strip) for m in called.memory] == [
@@ -1070,12 +1073,12 @@ async def test_work_a_hook_leaves_at_post_call_runs_beside_later_hooks_and_ends_
             release.set()  # the write could not finish before this hook ran
 
     agent = ReActAgent(name="a", model=scripted({"text": "ok"}), hooks=[Starts(), Later()])
-    await agent.call("hi")
+    answer(await agent.call("hi"))
     assert order == ["PostCall later hook", "PostCall written"]
 
     order.clear()
     release.clear()
     failing = ReActAgent(name="b", model=scripted(), hooks=[Starts(), Later()])
     with pytest.raises(ScriptExhaustedError):
-        await failing.call("hi")
+        answer(await failing.call("hi"))
     assert order == ["Error later hook", "Error written"]

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
+from _outcomes import ran
 from harness.context import RuntimeContext
 from harness.kernel import ImageBlock, TextBlock, Tool, Toolkit, ToolResultBlock, ToolUseBlock
 
@@ -186,8 +187,8 @@ async def test_runtime_context_parameter_receives_the_calls_context() -> None:
 
     toolkit = Toolkit([whoami, whoami_sync])
 
-    result = await toolkit.call(use("whoami"), CTX)
-    result_sync = await toolkit.call(use("whoami_sync"), CTX)
+    result = ran(await toolkit.call(use("whoami"), CTX))
+    result_sync = ran(await toolkit.call(use("whoami_sync"), CTX))
 
     assert result.output == "u1@s1"
     assert result_sync.output == "u1"
@@ -278,7 +279,7 @@ def test_good_tool_names_are_accepted(name: str) -> None:
 async def test_arguments_are_validated_and_defaults_applied() -> None:
     toolkit = Toolkit([search])
 
-    result = await toolkit.call(use("search", query="q", tags=["a"], color="red"), CTX)
+    result = ran(await toolkit.call(use("search", query="q", tags=["a"], color="red"), CTX))
 
     assert result == ToolResultBlock(
         id="call_1", name="search", output="q|10|['a']|fast|Color.RED|1.5"
@@ -292,7 +293,7 @@ async def test_sync_tool_runs_off_the_event_loop_thread() -> None:
         threads.append(threading.get_ident())
         return "ok"
 
-    result = await Toolkit([where]).call(use("where"), CTX)
+    result = ran(await Toolkit([where]).call(use("where"), CTX))
 
     assert result.output == "ok"
     assert threads != [threading.get_ident()]
@@ -312,7 +313,7 @@ async def test_blocking_sync_tool_does_not_block_the_loop() -> None:
     assert await asyncio.to_thread(started.wait, 5)
     release.set()
 
-    assert (await task).output == "released"
+    assert ran(await task).output == "released"
 
 
 async def test_async_tool_runs_on_the_loop() -> None:
@@ -323,7 +324,7 @@ async def test_async_tool_runs_on_the_loop() -> None:
         await asyncio.sleep(0)
         return n * 2
 
-    result = await Toolkit([where]).call(use("where", n=21), CTX)
+    result = ran(await Toolkit([where]).call(use("where", n=21), CTX))
 
     assert result.output == "42"
     assert threads == [threading.get_ident()]
@@ -336,13 +337,13 @@ async def test_sync_tool_returning_an_awaitable_is_awaited() -> None:
     def deferred() -> Awaitable[str]:
         return later()
 
-    result = await Toolkit([deferred]).call(use("deferred"), CTX)
+    result = ran(await Toolkit([deferred]).call(use("deferred"), CTX))
 
     assert result.output == "awaited"
 
 
 async def test_invalid_argument_type_is_an_error_result_naming_the_field() -> None:
-    result = await Toolkit([search]).call(use("search", query="q", limit="many"), CTX)
+    result = ran(await Toolkit([search]).call(use("search", query="q", limit="many"), CTX))
 
     assert result.is_error is True
     assert result.id == "call_1"
@@ -356,10 +357,10 @@ async def test_invalid_argument_type_is_an_error_result_naming_the_field() -> No
 async def test_missing_and_unknown_arguments_are_error_results() -> None:
     toolkit = Toolkit([search])
 
-    missing = await toolkit.call(use("search"), CTX)
-    unknown = await toolkit.call(use("search", query="q", bogus=1), CTX)
-    bad_enum = await toolkit.call(use("search", query="q", mode="slow"), CTX)
-    nested = await toolkit.call(use("search", query="q", tags=["ok", 3]), CTX)
+    missing = ran(await toolkit.call(use("search"), CTX))
+    unknown = ran(await toolkit.call(use("search", query="q", bogus=1), CTX))
+    bad_enum = ran(await toolkit.call(use("search", query="q", mode="slow"), CTX))
+    nested = ran(await toolkit.call(use("search", query="q", tags=["ok", 3]), CTX))
 
     assert missing.is_error
     assert missing.output == "Error: invalid arguments for tool 'search': query: Field required"
@@ -381,7 +382,7 @@ async def test_several_invalid_arguments_are_all_named() -> None:
     def pair(a: int, b: int) -> int:
         return a + b
 
-    result = await Toolkit([pair]).call(use("pair", a="x"), CTX)
+    result = ran(await Toolkit([pair]).call(use("pair", a="x"), CTX))
 
     assert result.is_error
     assert result.output == (
@@ -400,8 +401,8 @@ async def test_exception_in_tool_is_an_error_result() -> None:
 
     toolkit = Toolkit([explode, explode_sync])
 
-    result = await toolkit.call(use("explode", path="a.txt"), CTX)
-    result_sync = await toolkit.call(use("explode_sync", call_id="c2"), CTX)
+    result = ran(await toolkit.call(use("explode", path="a.txt"), CTX))
+    result_sync = ran(await toolkit.call(use("explode_sync", call_id="c2"), CTX))
 
     assert result == ToolResultBlock(
         id="call_1",
@@ -419,7 +420,7 @@ async def test_unknown_tool_lists_available_tools() -> None:
     def beta() -> None: ...
 
     result = await Toolkit([alpha, beta]).call(use("gamma"), CTX)
-    empty = await Toolkit().call(use("gamma"), CTX)
+    empty = ran(await Toolkit().call(use("gamma"), CTX))
 
     assert result == ToolResultBlock(
         id="call_1",
@@ -454,7 +455,7 @@ async def test_return_values_become_text_output(value: object, expected: str) ->
     def produce() -> object:
         return value
 
-    result = await Toolkit([produce]).call(use("produce"), CTX)
+    result = ran(await Toolkit([produce]).call(use("produce"), CTX))
 
     assert result.is_error is False
     assert result.output == expected
@@ -474,8 +475,8 @@ async def test_block_return_values_are_kept_as_blocks() -> None:
 
     toolkit = Toolkit([many, one])
 
-    many_result = await toolkit.call(use("many"), CTX)
-    one_result = await toolkit.call(use("one"), CTX)
+    many_result = ran(await toolkit.call(use("many"), CTX))
+    one_result = ran(await toolkit.call(use("one"), CTX))
 
     assert many_result.output == blocks
     assert one_result.output == [TextBlock(text="single")]
@@ -628,7 +629,7 @@ async def test_tools_of_two_instances_call_their_own_instance() -> None:
     ctx = RuntimeContext()
 
     results = [
-        await t.run(ToolUseBlock(id="1", name="whoami"), ctx) for t in (first, second, third)
+        ran(await t.run(ToolUseBlock(id="1", name="whoami"), ctx)) for t in (first, second, third)
     ]
 
     assert [r.output for r in results] == ["a", "b", "c"]

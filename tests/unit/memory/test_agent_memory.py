@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.errors import ModelError
 from harness.memory import MemoryMaintenance
@@ -43,7 +44,7 @@ async def test_a_file_edited_by_hand_before_the_start_is_found_by_the_first_sear
         memory=MemoryConfig(flush=False, auto_consolidate=False),
         subagents=None,
     ) as agent:
-        reply = await agent.call("find it", ctx=RuntimeContext(user_id="alice"))
+        reply = answer(await agent.call("find it", ctx=RuntimeContext(user_id="alice")))
     assert reply.text == "found"
 
 
@@ -69,9 +70,11 @@ async def test_a_flushed_fact_is_found_by_memory_search_in_a_later_call(workspac
         workspace=workspace,
         memory=MemoryConfig(auto_consolidate=False),
     ) as agent:
-        await agent.call("Anna moved to Berlin last March.", ctx=alice)
-        reply = await agent.call(
-            "When did Anna move?", ctx=RuntimeContext(session_id="s2", user_id="alice")
+        answer(await agent.call("Anna moved to Berlin last March.", ctx=alice))
+        reply = answer(
+            await agent.call(
+                "When did Anna move?", ctx=RuntimeContext(session_id="s2", user_id="alice")
+            )
         )
     assert reply.text == "In March 2026."
     tool_result = agent_model.requests[-1][-1].tool_results[0].text
@@ -106,8 +109,10 @@ async def test_one_users_memories_never_reach_another(workspace: Path) -> None:
         workspace=workspace,
         memory=MemoryConfig(auto_consolidate=False),
     ) as agent:
-        await agent.call("My passport number is X1234.", ctx=RuntimeContext(user_id="alice"))
-        await agent.call("What is my passport number?", ctx=RuntimeContext(user_id="bob"))
+        answer(
+            await agent.call("My passport number is X1234.", ctx=RuntimeContext(user_id="alice"))
+        )
+        answer(await agent.call("What is my passport number?", ctx=RuntimeContext(user_id="bob")))
     result = agent_model.requests[-1][-1].tool_results[0].text
     assert result == "No matching memories found for: passport number"
 
@@ -121,7 +126,7 @@ async def test_a_failing_flush_never_fails_the_call(
         model=agent_model, memory_model=memory_model, workspace=workspace
     ) as agent:
         with caplog.at_level(logging.WARNING):
-            reply = await agent.call("hi there")
+            reply = answer(await agent.call("hi there"))
     assert reply.text == "hello"
     assert "memory flush for session 'default' failed, will retry next call" in caplog.text
     # the transcript is still written
@@ -155,7 +160,7 @@ async def test_the_transcript_is_written_before_the_flush_asks_its_model(workspa
         memory_model=memory_model,
         workspace=workspace,
     ) as agent:
-        await agent.call("hi")
+        answer(await agent.call("hi"))
         await asyncio.wait_for(memory_model.asked.wait(), 10)
         written = transcript.read_text(encoding="utf-8") if transcript.exists() else ""
         memory_model.released.set()
@@ -185,14 +190,14 @@ async def test_agents_of_one_workspace_and_memory_model_share_one_worker_until_t
 async def test_guidance_mentions_only_enabled_memory_features(workspace: Path) -> None:
     model = script({"text": "ok", "repeat": True}, {"match": FLUSH, "text": "NO_REPLY"})
     async with HarnessAgent(model=model, workspace=workspace) as agent:
-        await agent.call("hi")
+        answer(await agent.call("hi"))
     system = model.requests[0][0].text
     assert "## Memory Recall" in system
     assert "memory_save" in system
     assert "extracted automatically" in system
     off = script({"text": "ok"})
     async with HarnessAgent(model=off, workspace=workspace, memory=None) as agent:
-        await agent.call("hi", ctx=RuntimeContext(session_id="other"))
+        answer(await agent.call("hi", ctx=RuntimeContext(session_id="other")))
     system = off.requests[0][0].text
     assert "## Memory Recall" not in system
     assert "memory_save" not in system

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from _outcomes import answer
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.cli.main import app
 from harness.kernel import Msg, ToolResultBlock
@@ -209,8 +210,8 @@ async def test_a_memory_save_after_reading_a_file_goes_to_the_daily_log_for_revi
         memory=MemoryConfig(flush=False, auto_consolidate=False),
         subagents=None,
     ) as agent:
-        assert (await agent.call("read my notes", ctx=ANN)).text == "saved"
-        assert (await agent.call("My name is Ann, remember it", ctx=ANN)).text == "noted"
+        assert (answer(await agent.call("read my notes", ctx=ANN))).text == "saved"
+        assert (answer(await agent.call("My name is Ann, remember it", ctx=ANN))).text == "noted"
     memory = (workspace / "users" / "ann" / "MEMORY.md").read_text()
     assert "IBAN" not in memory
     assert "- The user's name is Ann" in memory
@@ -235,7 +236,7 @@ async def test_a_subagents_task_is_never_the_users_words(workspace: Path) -> Non
     async with HarnessAgent(
         model=model, workspace=workspace, memory=MemoryConfig(flush=False, auto_consolidate=False)
     ) as agent:
-        assert (await agent.call("delegate it", ctx=ANN)).text == "parent done"
+        assert (answer(await agent.call("delegate it", ctx=ANN))).text == "parent done"
     assert not (workspace / "users" / "ann" / "MEMORY.md").exists()
 
 

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _outcomes import answer
 from harness import HarnessAgent, MemoryConfig, RuntimeContext
 from harness.kernel import Msg, SessionState
 from harness.models import ScriptedChatModel
@@ -89,7 +90,7 @@ async def run_turns(
             )
             if index == 0:
                 await agent.workspace.write_text(MEMORY_MD, "## Facts\n- Ann drinks tea.\n", "ann")
-        await agent.call(text, ctx=CTX)
+        answer(await agent.call(text, ctx=CTX))
     assert agent is not None
     requests += await closed(agent, root)
     for store in stores:
@@ -181,12 +182,12 @@ async def test_an_unreadable_state_starts_afresh_and_keeps_every_message(
         workspace=workspace,
         memory=None,
     ) as agent:
-        await agent.call("first", ctx=ctx)
+        answer(await agent.call("first", ctx=ctx))
         path = workspace / "agents/harness/context/s" / STATE_FILE
         assert json.loads(path.read_bytes())  # the workspace context's view, kept
         path.write_bytes(content)
         with caplog.at_level(logging.WARNING):
-            reply = await agent.call("second", ctx=ctx)
+            reply = answer(await agent.call("second", ctx=ctx))
         saved = await agent.sessions.load(ctx)
     assert reply.text == "fine"
     assert [m.text for m in saved] == ["first", "fine", "second", "fine"]

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.kernel import ChatChunk, ChatResponse, Msg, TextBlock, ToolSchema, ToolUseBlock
 from harness.session import SessionFsync
@@ -71,7 +72,9 @@ class Counter:
         self.hops = self.fsyncs = 0
         self.on = True
         try:
-            reply = await agent.call("go", ctx=RuntimeContext(session_id=session, user_id="u1"))
+            reply = answer(
+                await agent.call("go", ctx=RuntimeContext(session_id=session, user_id="u1"))
+            )
         finally:
             self.on = False
         assert reply.text == "done"

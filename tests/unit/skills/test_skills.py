@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext
 from harness.errors import ConfigError
 from harness.filesystem import IsolationScope, LocalFilesystem
@@ -362,7 +363,7 @@ async def test_through_an_agent_the_prompt_lists_skills_and_load_skill_loads_one
     add_skill(workspace, "review", "Reviews code.", "REVIEW-BODY")
     model = scripted({"tool_calls": [{"name": "load_skill", "input": {"name": "report"}}]})
     async with agent(workspace, model) as harness:
-        reply = await harness.call("write the report", ctx=ALICE)
+        reply = answer(await harness.call("write the report", ctx=ALICE))
     assert reply.text == "done"
     first = system_text(model.requests[0])
     assert "## Skills" in first
@@ -387,8 +388,8 @@ async def test_through_an_agent_each_user_sees_their_own_skills(workspace: Path)
     add_skill(workspace, "report", "Alice's report.", user="alice")
     model = scripted()
     async with agent(workspace, model) as harness:
-        await harness.call("hi", ctx=ALICE)
-        await harness.call("hi", ctx=BOB)
+        answer(await harness.call("hi", ctx=ALICE))
+        answer(await harness.call("hi", ctx=BOB))
     assert "- `report`: Alice's report." in system_text(model.requests[0])
     assert "- `report`: Shared report." in system_text(model.requests[1])
     assert "Alice's report." not in system_text(model.requests[1])
@@ -397,5 +398,5 @@ async def test_through_an_agent_each_user_sees_their_own_skills(workspace: Path)
 async def test_through_an_agent_no_skills_means_no_section(workspace: Path) -> None:
     model = scripted()
     async with agent(workspace, model) as harness:
-        await harness.call("hi", ctx=ALICE)
+        answer(await harness.call("hi", ctx=ALICE))
     assert "## Skills" not in system_text(model.requests[0])

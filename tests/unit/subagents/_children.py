@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from harness import RuntimeContext
-from harness.kernel import Msg
+from harness.kernel import Finished, Msg
 from harness.subagents import SubagentFactory
 
 
@@ -29,7 +29,7 @@ class Child:
         self.cancelled = asyncio.Event()
         self.finished = asyncio.Event()
 
-    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
+    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Finished:
         self.calls.append((msgs, ctx))
         self.started.set()
         try:
@@ -42,7 +42,7 @@ class Child:
             raise self.error
         self.finished.set()
         text = f"{self.reply} #{len(self.calls)}" if self.numbered else self.reply
-        return Msg(role="assistant", content=text)
+        return Finished(Msg(role="assistant", content=text))
 
 
 def factory(child: Child, name: str = "worker") -> SubagentFactory:

@@ -6,6 +6,7 @@ import asyncio
 import re
 from pathlib import Path
 
+from _outcomes import answer
 from harness import HarnessAgent, RuntimeContext, SubagentSpec
 from harness.models import ScriptedChatModel
 from harness.subagents import TaskStatus
@@ -47,7 +48,7 @@ async def test_task_cancel_stops_the_child_inside_its_tool_call(workspace: Path)
     async with HarnessAgent(
         model=parent_model, workspace=workspace, tools=[crawl], memory=None, subagents=[crawler]
     ) as agent:
-        assert (await agent.call("start", ctx=CTX)).text == "started"
+        assert (answer(await agent.call("start", ctx=CTX))).text == "started"
         spawned = next(r.text for m in parent_model.requests[1] for r in m.tool_results)
         match = re.search(r"^task_id: (task_\w+)$", spawned, re.MULTILINE)
         assert match, spawned

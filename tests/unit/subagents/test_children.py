@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import (
     AgentOptions,
     CompactionConfig,
@@ -22,7 +23,7 @@ from harness import (
     RuntimeContext,
 )
 from harness.compaction import ToolResultEvictionConfig
-from harness.kernel import Event, TextBlock
+from harness.kernel import Event, Finished, TextBlock
 from harness.memory.index import MemoryIndex
 from harness.models import ScriptedChatModel
 from harness.subagents import (
@@ -194,7 +195,7 @@ async def test_a_child_is_a_leaf_whose_prompt_is_the_spec_body_and_the_subagent_
         assert child.tasks is None
         assert DELEGATION_TOOLS.isdisjoint(child.delegate.toolkit.names)
         assert "task_list" not in child.delegate.toolkit
-        reply = await child.call("do the task", ctx=RuntimeContext(user_id="alice"))
+        reply = answer(await child.call("do the task", ctx=RuntimeContext(user_id="alice")))
     finally:
         await child.aclose()
     assert reply.text == "child done"
@@ -212,7 +213,7 @@ async def test_a_child_without_a_prompt_gets_the_subagent_context_alone(workspac
     )
     assert isinstance(child, HarnessAgent)
     async with child:
-        await child.call("go", ctx=RuntimeContext())
+        answer(await child.call("go", ctx=RuntimeContext()))
     assert system_text(model.requests[0]) == SUBAGENT_CONTEXT
 
 
@@ -266,8 +267,9 @@ async def test_a_factory_builds_the_child_from_the_parents_options(workspace: Pa
     received: list[AgentOptions] = []
 
     class Echo:
-        async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
-            return Msg(role="assistant", name="echo", content=[TextBlock(text=f"echo {msgs}")])
+        async def call(self, msgs: str, *, ctx: RuntimeContext) -> Finished:
+            echoed = [TextBlock(text=f"echo {msgs}")]
+            return Finished(Msg(role="assistant", name="echo", content=echoed))
 
     def build(given: AgentOptions) -> SubagentAgent:
         received.append(given)
@@ -276,7 +278,7 @@ async def test_a_factory_builds_the_child_from_the_parents_options(workspace: Pa
     parent = options(workspace)
     child = child_of(SubagentFactory(name="echo", description="Echoes.", build=build), parent)
     assert received == [replace(parent, name="echo", sys_prompt=SUBAGENT_CONTEXT, subagents=None)]
-    assert (await child.call("hi", ctx=RuntimeContext())).text == "echo hi"
+    assert (answer(await child.call("hi", ctx=RuntimeContext()))).text == "echo hi"
 
 
 # -- through HarnessAgent and agent_spawn ----------------------------------------------------
@@ -291,7 +293,7 @@ async def test_a_spawned_child_inherits_tools_hooks_and_workspace_but_not_delega
         model=parent_model, workspace=workspace, tools=[whoami], hooks=[recorder], memory=QUIET
     ) as parent:
         assert set(parent.delegate.toolkit.names) >= DELEGATION_TOOLS
-        reply = await parent.call("delegate", ctx=ALICE)
+        reply = answer(await parent.call("delegate", ctx=ALICE))
         assert reply.text == "parent done"
         assert "status: ok\nreply:\nchild reply" in spawn_result(parent_model)
         [record] = built
@@ -319,7 +321,7 @@ async def test_a_spec_with_a_model_uses_it_and_the_parents_model_sees_none_of_th
     async with HarnessAgent(
         model=parent_model, workspace=workspace, subagents=[spec], memory=QUIET
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         assert harness_child(built[0]).model is own
     assert "from the child's own model" in spawn_result(parent_model)
     assert len(own.requests) == 1
@@ -345,7 +347,7 @@ async def test_a_file_declaration_with_an_allowed_model_spec_gets_that_model(
         memory=QUIET,
         subagents=SubagentsConfig(allowed_models=(f"scripted:{script}",)),
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         child = harness_child(built[0])
         assert child.model is not parent.model
         assert child.delegate.toolkit.names == ["whoami"]
@@ -366,7 +368,7 @@ async def test_a_child_whose_model_cannot_be_built_is_reported_to_the_parent(
         memory=QUIET,
         subagents=SubagentsConfig(allowed_models=("openai:gpt-4o-mini",)),
     ) as parent:
-        reply = await parent.call("delegate", ctx=ALICE)
+        reply = answer(await parent.call("delegate", ctx=ALICE))
     assert reply.text == "parent done"
     assert spawn_result(parent_model).startswith("Error: could not start subagent 'remote'")
     assert "OPENAI_API_KEY" in spawn_result(parent_model)
@@ -382,8 +384,9 @@ async def test_a_factory_receives_the_parents_options(workspace: Path) -> None:
     summarizer = ScriptedChatModel([])
 
     class Fixed:
-        async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
-            return Msg(role="assistant", name="fixed", content=[TextBlock(text="fixed reply")])
+        async def call(self, msgs: str, *, ctx: RuntimeContext) -> Finished:
+            fixed = [TextBlock(text="fixed reply")]
+            return Finished(Msg(role="assistant", name="fixed", content=fixed))
 
     def build(given: AgentOptions) -> SubagentAgent:
         received.append(given)
@@ -405,7 +408,7 @@ async def test_a_factory_receives_the_parents_options(workspace: Path) -> None:
         subagents=[factory],
         trace=False,
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         [given] = received
         assert given.model is parent.model
         assert given.workspace is parent.workspace
@@ -438,7 +441,7 @@ async def test_a_child_flushes_memory_only_if_the_parent_does(
         memory_model=memory_model,
         subagents=[spec],
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         assert parent.maintenance is not None
         await parent.maintenance.settled()
     flushes = [r for r in memory_model.requests if FLUSH in r[-1].text]
@@ -454,7 +457,7 @@ async def test_a_child_has_no_memory_when_the_parent_has_none(
     async with HarnessAgent(
         model=spawning("helper"), workspace=workspace, memory=None, subagents=[spec]
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         child = harness_child(built[0])
         assert child.maintenance is None
         assert "memory_search" not in child.delegate.toolkit
@@ -473,14 +476,14 @@ async def test_a_child_shares_the_parents_compaction_config(
         compaction=compaction,
         subagents=[spec],
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         child = harness_child(built[0])
         assert child.compaction is compaction
         assert child.compactor is not None
     async with HarnessAgent(
         model=spawning("helper"), workspace=workspace, memory=QUIET, subagents=[spec]
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         assert harness_child(built[1]).compactor is None
 
 
@@ -499,7 +502,7 @@ async def test_a_child_evicts_large_tool_results_like_its_parent(
         tool_result_eviction=eviction if evict else None,
         subagents=[spec],
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
     shown = own.requests[1][-1].tool_results[0].text
     evicted = list((workspace / "users" / "alice" / "large_tool_results").rglob("*"))
     if evict:
@@ -524,8 +527,8 @@ async def test_building_a_child_starts_no_thread_and_opens_no_index(
         memory=MemoryConfig(flush=False, auto_consolidate=False),
         subagents=[spec],
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
-        await parent.call("delegate", ctx=RuntimeContext(user_id="bob"))
+        answer(await parent.call("delegate", ctx=ALICE))
+        answer(await parent.call("delegate", ctx=RuntimeContext(user_id="bob")))
         assert len(built) == 2
         for record in built:
             assert harness_child(record).maintenance is parent.maintenance
@@ -552,7 +555,7 @@ async def test_a_child_acts_for_the_callers_user_and_tenant(
     async with HarnessAgent(
         model=parent_model, workspace=workspace, tools=[whoami], memory=QUIET, subagents=[spec]
     ) as parent:
-        reply = await parent.call("delegate", ctx=ALICE)
+        reply = answer(await parent.call("delegate", ctx=ALICE))
     assert reply.text == "parent done"
     assert own.requests[1][-1].tool_results[0].text == "user=alice tenant=t1"
     assert "child saw it" in spawn_result(parent_model)
@@ -584,7 +587,7 @@ async def test_a_childs_memory_search_finds_the_callers_memory_only(
         memory=MemoryConfig(flush=False, auto_consolidate=False, index=index),
         subagents=[spec],
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
     alices, bobs = (r.text for m in own.requests[1] for r in m.tool_results)
     assert alices.startswith("Found 1 matches")
     assert (
@@ -600,8 +603,8 @@ async def test_children_of_two_users_are_kept_apart(workspace: Path, built: list
     async with HarnessAgent(
         model=spawning("helper"), workspace=workspace, memory=QUIET, subagents=config
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
-        await parent.call("delegate", ctx=RuntimeContext(session_id="main", user_id="bob"))
+        answer(await parent.call("delegate", ctx=ALICE))
+        answer(await parent.call("delegate", ctx=RuntimeContext(session_id="main", user_id="bob")))
     for user in ("alice", "bob"):
         context = workspace / "users" / user / "agents" / "helper" / "context"
         assert len(list(context.glob("sub-*"))) == 1

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from _outcomes import answer
 from harness import AgentOptions, HarnessAgent, MemoryConfig, Msg, RuntimeContext
 from harness.approvals import ApprovalPolicy, ApprovalRule
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.hooks import AgentTraceHook, SkillsHook, WorkspaceContextConfig
-from harness.kernel import TextBlock
+from harness.kernel import Finished, TextBlock
 from harness.mcp import MCPServerConfig
 from harness.models import ScriptedChatModel
 from harness.options import child_options
@@ -171,8 +172,8 @@ def test_a_factory_gets_the_parents_options_with_its_name_and_the_subagent_conte
 
 
 class Echo:
-    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Msg:
-        return Msg(role="assistant", name="echo", content=[TextBlock(text="echo")])
+    async def call(self, msgs: str, *, ctx: RuntimeContext) -> Finished:
+        return Finished(Msg(role="assistant", name="echo", content=[TextBlock(text="echo")]))
 
 
 # -- the options value and the agent ---------------------------------------------------------
@@ -223,7 +224,7 @@ async def test_from_options_builds_the_agent_the_options_describe(workspace: Pat
             assert sibling.workspace is agent.workspace
             assert sibling.leases is agent.leases
             assert sibling.model is model
-            assert (await sibling.call("hello")).text == "hi"
+            assert (answer(await sibling.call("hello"))).text == "hi"
 
 
 def test_options_keep_what_they_were_given_as_tuples() -> None:
@@ -303,7 +304,7 @@ async def test_a_child_inherits_skills_file_tools_otel_and_mcp_servers(
         otel=True,
         mcp_servers=servers,
     ) as parent:
-        assert (await parent.call("delegate", ctx=ALICE)).text == "parent done"
+        assert (answer(await parent.call("delegate", ctx=ALICE))).text == "parent done"
         [child] = children
         assert isinstance(child, HarnessAgent)
         assert child.options.skills is False
@@ -333,7 +334,7 @@ async def test_a_declaration_narrows_the_inherited_tools_and_cannot_widen_them(
         filesystem_tools=False,
         tool_result_eviction=None,
     ) as parent:
-        await parent.call("delegate", ctx=ALICE)
+        answer(await parent.call("delegate", ctx=ALICE))
         [child] = children
         assert isinstance(child, HarnessAgent)
         # no file tools in the parent, so none in the child; load_skill it has and allows

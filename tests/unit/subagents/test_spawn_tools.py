@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from _children import Child, factory
 
+from _outcomes import answer, ran
 from harness import AgentOptions, HarnessAgent, RuntimeContext
 from harness.errors import StorageError
 from harness.hooks import SubagentsHook
@@ -88,7 +89,7 @@ def task_of(output: str) -> str:
 async def test_spawn_without_task_is_accepted_with_header(workspace: Path) -> None:
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE)
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ALICE))
     lines = out.splitlines()
     assert len(lines) == 4, out
     match = KEY_LINE.fullmatch(lines[0])
@@ -101,7 +102,7 @@ async def test_spawn_without_task_is_accepted_with_header(workspace: Path) -> No
 async def test_spawn_blank_task_is_like_no_task(workspace: Path) -> None:
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="   ")
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ALICE, task="   "))
     assert out.endswith("\nstatus: accepted")
     assert child.calls == []
 
@@ -109,7 +110,7 @@ async def test_spawn_blank_task_is_like_no_task(workspace: Path) -> None:
 async def test_spawn_sync_ok_returns_reply(workspace: Path) -> None:
     child = counting_child("all good")
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it")
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it"))
     key = key_of(out)
     assert out.startswith(f"agent_key: {key}\nagent_id: worker\nsession_id: sub-")
     assert out.endswith("\nstatus: ok\nreply:\nall good #1")
@@ -119,7 +120,7 @@ async def test_spawn_sync_ok_returns_reply(workspace: Path) -> None:
 async def test_spawn_child_error_is_reported(workspace: Path) -> None:
     child = counting_child(error=RuntimeError("boom"))
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it")
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ALICE, task="do it"))
     key_of(out)
     assert out.endswith("\nstatus: error\nerror: boom")
 
@@ -128,7 +129,7 @@ async def test_spawn_background_returns_task_id(workspace: Path) -> None:
     child = counting_child("bg result")
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        out = await tools.spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=0)
+        out = ran(await tools.spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=0))
         key_of(out)
         assert "\nstatus: accepted\n" in out
         task_id = task_of(out)
@@ -141,7 +142,9 @@ async def test_spawn_background_returns_task_id(workspace: Path) -> None:
 async def test_spawn_negative_timeout_runs_in_background(workspace: Path) -> None:
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=-3)
+        out = ran(
+            await hook(agent).spawning.agent_spawn("worker", ALICE, task="go", timeout_seconds=-3)
+        )
         assert "status: accepted" in out
         task_of(out)
         await wait_all(agent)
@@ -156,7 +159,7 @@ async def test_spawn_requires_agent_id(workspace: Path, agent_id: str) -> None:
 
 async def test_spawn_unknown_agent_id_lists_available(workspace: Path) -> None:
     async with make_agent(workspace, factory(counting_child())) as agent:
-        out = await hook(agent).spawning.agent_spawn("nobody", ALICE, task="x")
+        out = ran(await hook(agent).spawning.agent_spawn("nobody", ALICE, task="x"))
     assert out.startswith("Error: Unknown agent_id: nobody")
     assert "general-purpose" in out
     assert "worker" in out
@@ -169,9 +172,9 @@ async def test_spawn_label_reuse_is_case_insensitive(
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
-        out = await spawning.agent_spawn("worker", ALICE, label=first)
+        out = ran(await spawning.agent_spawn("worker", ALICE, label=first))
         assert out.endswith("status: accepted")
-        again = await spawning.agent_spawn("worker", ALICE, label=second, task="x")
+        again = ran(await spawning.agent_spawn("worker", ALICE, label=second, task="x"))
         assert again == f"Error: Label already in use: {second}"
         listed = await spawning.agent_list(ALICE)
     assert listed.startswith("Active subagents (1):")
@@ -205,7 +208,7 @@ async def test_child_ctx_depth_is_parent_plus_one(
         extra[SPAWN_DEPTH_KEY] = parent_depth
     ctx = RuntimeContext(session_id="s1", user_id="alice", extra=extra)
     async with make_agent(workspace, factory(child)) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ctx, task="x")
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ctx, task="x"))
         listed = await hook(agent).spawning.agent_list(ctx)
     assert "status: ok" in out
     ((_, child_ctx),) = child.calls
@@ -237,7 +240,7 @@ async def test_default_timeout_applies_when_none_given(workspace: Path) -> None:
     gate = asyncio.Event()
     child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child), default_timeout_seconds=0.1) as agent:
-        out = await hook(agent).spawning.agent_spawn("worker", ALICE, task="slow")
+        out = ran(await hook(agent).spawning.agent_spawn("worker", ALICE, task="slow"))
         assert "status: timeout_promoted" in out
         assert "No reply within 0.1 s" in out
         gate.set()
@@ -248,8 +251,10 @@ async def test_requested_timeout_is_capped(workspace: Path) -> None:
     gate = asyncio.Event()
     child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child), max_timeout_seconds=0.1) as agent:
-        out = await hook(agent).spawning.agent_spawn(
-            "worker", ALICE, task="slow", timeout_seconds=10_000
+        out = ran(
+            await hook(agent).spawning.agent_spawn(
+                "worker", ALICE, task="slow", timeout_seconds=10_000
+            )
         )
         assert "status: timeout_promoted" in out
         assert "No reply within 0.1 s" in out
@@ -262,7 +267,9 @@ async def test_slow_child_is_promoted_not_cancelled(workspace: Path) -> None:
     child = counting_child("late reply", gate=gate)
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        out = await tools.spawning.agent_spawn("worker", ALICE, task="slow", timeout_seconds=0.2)
+        out = ran(
+            await tools.spawning.agent_spawn("worker", ALICE, task="slow", timeout_seconds=0.2)
+        )
         key_of(out)
         assert "\nstatus: timeout_promoted\n" in out
         task_id = task_of(out)
@@ -317,8 +324,8 @@ async def test_send_errors(workspace: Path, kwargs: dict[str, Any], expected: st
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
-        await spawning.agent_spawn("worker", ALICE, label="scout")
-        out = await spawning.agent_send(ctx=ALICE, **kwargs)
+        ran(await spawning.agent_spawn("worker", ALICE, label="scout"))
+        out = ran(await spawning.agent_send(ctx=ALICE, **kwargs))
     assert out == expected
     assert child.calls == []
 
@@ -329,9 +336,9 @@ async def test_send_continues_same_child_by_key_and_label(workspace: Path) -> No
     worker = SubagentFactory(name="worker", description="Works.", build=builds)
     async with make_agent(workspace, worker) as agent:
         spawning = hook(agent).spawning
-        key = key_of(await spawning.agent_spawn("worker", ALICE, label="Scout"))
-        by_key = await spawning.agent_send("first", ALICE, agent_key=key)
-        by_label = await spawning.agent_send("second", ALICE, label="SCOUT")
+        key = key_of(ran(await spawning.agent_spawn("worker", ALICE, label="Scout")))
+        by_key = ran(await spawning.agent_send("first", ALICE, agent_key=key))
+        by_label = ran(await spawning.agent_send("second", ALICE, label="SCOUT"))
     assert builds.count == 1
     assert by_key == f"agent_key: {key}\nstatus: ok\nreply:\nanswer #1"
     assert by_label == f"agent_key: {key}\nstatus: ok\nreply:\nanswer #2"
@@ -344,8 +351,8 @@ async def test_send_error_of_child(workspace: Path) -> None:
     child = counting_child(error=ValueError("bad input"))
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
-        key = key_of(await spawning.agent_spawn("worker", ALICE))
-        out = await spawning.agent_send("x", ALICE, agent_key=key)
+        key = key_of(ran(await spawning.agent_spawn("worker", ALICE)))
+        out = ran(await spawning.agent_send("x", ALICE, agent_key=key))
     assert out == "Error: bad input"
 
 
@@ -353,8 +360,8 @@ async def test_send_in_background_returns_accepted_block(workspace: Path) -> Non
     child = counting_child("later")
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        key = key_of(await tools.spawning.agent_spawn("worker", ALICE))
-        out = await tools.spawning.agent_send("go", ALICE, agent_key=key, timeout_seconds=0)
+        key = key_of(ran(await tools.spawning.agent_spawn("worker", ALICE)))
+        out = ran(await tools.spawning.agent_send("go", ALICE, agent_key=key, timeout_seconds=0))
         assert out.startswith("status: accepted\ntask_id: task_")
         task_id = task_of(out)
         result = await tools.task_tools.task_output(task_id, ALICE)
@@ -371,8 +378,8 @@ async def test_send_promoted_keeps_key(workspace: Path) -> None:
     child = counting_child(gate=gate)
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        key = key_of(await tools.spawning.agent_spawn("worker", ALICE))
-        out = await tools.spawning.agent_send("x", ALICE, agent_key=key, timeout_seconds=0.1)
+        key = key_of(ran(await tools.spawning.agent_spawn("worker", ALICE)))
+        out = ran(await tools.spawning.agent_send("x", ALICE, agent_key=key, timeout_seconds=0.1))
         assert out.startswith(f"agent_key: {key}\nstatus: timeout_promoted\ntask_id: task_")
         gate.set()
         result = await tools.task_tools.task_output(task_of(out), ALICE)
@@ -385,9 +392,9 @@ async def test_send_to_spec_child_keeps_its_conversation(workspace: Path) -> Non
     spec = SubagentSpec(name="worker", description="Works.", model=child_model)
     async with make_agent(workspace, spec) as agent:
         spawning = hook(agent).spawning
-        out = await spawning.agent_spawn("worker", ALICE, task="question one", label="w")
+        out = ran(await spawning.agent_spawn("worker", ALICE, task="question one", label="w"))
         assert out.endswith("status: ok\nreply:\nfirst answer")
-        again = await spawning.agent_send("question two", ALICE, label="w")
+        again = ran(await spawning.agent_send("question two", ALICE, label="w"))
     assert again.endswith("status: ok\nreply:\nsecond answer")
     assert len(child_model.requests) == 2
     texts = [m.text for m in child_model.requests[1]]
@@ -405,8 +412,8 @@ async def test_list_children(workspace: Path) -> None:
     ) as agent:
         spawning = hook(agent).spawning
         assert await spawning.agent_list(ALICE) == "No active subagents."
-        first = key_of(await spawning.agent_spawn("worker", ALICE, label="scout"))
-        second_out = await spawning.agent_spawn("other", ALICE)
+        first = key_of(ran(await spawning.agent_spawn("worker", ALICE, label="scout")))
+        second_out = ran(await spawning.agent_spawn("other", ALICE))
         second = second_out.splitlines()[0].removeprefix("agent_key: ")
         listed = await spawning.agent_list(ALICE)
     assert listed.splitlines() == [
@@ -427,16 +434,18 @@ async def test_registries_are_per_user_and_session(workspace: Path) -> None:
     other_session = RuntimeContext(session_id="s2", user_id="alice")
     async with make_agent(workspace, factory(child)) as agent:
         spawning = hook(agent).spawning
-        key = key_of(await spawning.agent_spawn("worker", ALICE, label="scout"))
+        key = key_of(ran(await spawning.agent_spawn("worker", ALICE, label="scout")))
         for ctx in (bob, other_session):
             assert await spawning.agent_list(ctx) == "No active subagents."
-            out = await spawning.agent_send("hi", ctx, agent_key=key)
+            out = ran(await spawning.agent_send("hi", ctx, agent_key=key))
             assert out == f"Error: Unknown agent_key: {key}"
-            assert await spawning.agent_send("hi", ctx, label="scout") == (
+            assert ran(await spawning.agent_send("hi", ctx, label="scout")) == (
                 "Error: Unknown label: scout"
             )
             # the label is free in another registry
-            assert "status: accepted" in await spawning.agent_spawn("worker", ctx, label="scout")
+            assert "status: accepted" in ran(
+                await spawning.agent_spawn("worker", ctx, label="scout")
+            )
         assert (await spawning.agent_list(ALICE)).startswith("Active subagents (1):")
     assert child.calls == []
 
@@ -451,17 +460,17 @@ async def test_a_later_process_continues_a_child_by_key_and_label(workspace: Pat
     )
     spec = SubagentSpec(name="worker", description="Works.", model=child_model)
     async with make_agent(workspace, spec) as agent:
-        out = await hook(agent).spawning.agent_spawn(
-            "worker", ALICE, task="question one", label="w"
+        out = ran(
+            await hook(agent).spawning.agent_spawn("worker", ALICE, task="question one", label="w")
         )
         key = key_of(out)
 
     async with make_agent(workspace, spec) as restarted:
         spawning = hook(restarted).spawning
         listed = await spawning.agent_list(ALICE)
-        again = await spawning.agent_send("question two", ALICE, agent_key=key)
-        by_label = await spawning.agent_send("question three", ALICE, label="W")
-        reused = await spawning.agent_spawn("worker", ALICE, label="w")
+        again = ran(await spawning.agent_send("question two", ALICE, agent_key=key))
+        by_label = ran(await spawning.agent_send("question three", ALICE, label="W"))
+        reused = ran(await spawning.agent_spawn("worker", ALICE, label="w"))
 
     assert listed.splitlines()[:4] == [
         "Active subagents (1):",
@@ -485,7 +494,7 @@ async def test_a_child_spawned_on_another_worker_is_reachable_here(workspace: Pa
         make_agent(workspace, factory(child)) as worker_b,
     ):
         assert await hook(worker_b).spawning.agent_list(ALICE) == "No active subagents."
-        key = key_of(await hook(worker_a).spawning.agent_spawn("worker", ALICE, label="scout"))
+        key = key_of(ran(await hook(worker_a).spawning.agent_spawn("worker", ALICE, label="scout")))
         by_key = await hook(worker_b).spawning.agent_send("hi", ALICE, agent_key=key)
         by_label = await hook(worker_b).spawning.agent_send("again", ALICE, label="scout")
     assert by_key == f"agent_key: {key}\nstatus: ok\nreply:\ndone #1"
@@ -495,21 +504,24 @@ async def test_a_child_spawned_on_another_worker_is_reachable_here(workspace: Pa
 async def test_another_users_stored_children_stay_unknown(workspace: Path) -> None:
     child = counting_child()
     async with make_agent(workspace, factory(child)) as agent:
-        key = key_of(await hook(agent).spawning.agent_spawn("worker", ALICE, label="scout"))
+        key = key_of(ran(await hook(agent).spawning.agent_spawn("worker", ALICE, label="scout")))
     bob = RuntimeContext(session_id="s1", user_id="bob")
     async with make_agent(workspace, factory(child)) as restarted:
         spawning = hook(restarted).spawning
-        assert await spawning.agent_send("hi", bob, agent_key=key) == (
+        assert ran(await spawning.agent_send("hi", bob, agent_key=key)) == (
             f"Error: Unknown agent_key: {key}"
         )
-        assert await spawning.agent_send("hi", bob, label="scout") == "Error: Unknown label: scout"
+        assert (
+            ran(await spawning.agent_send("hi", bob, label="scout"))
+            == "Error: Unknown label: scout"
+        )
         assert await spawning.agent_list(bob) == "No active subagents."
     assert child.calls == []
 
 
 async def test_a_child_whose_declaration_is_gone_says_so(workspace: Path) -> None:
     async with make_agent(workspace, factory(counting_child())) as agent:
-        key = key_of(await hook(agent).spawning.agent_spawn("worker", ALICE))
+        key = key_of(ran(await hook(agent).spawning.agent_spawn("worker", ALICE)))
     async with make_agent(workspace, factory(counting_child(), "other")) as restarted:
         out = await hook(restarted).spawning.agent_send("hi", ALICE, agent_key=key)
     assert out == (
@@ -527,7 +539,7 @@ async def test_an_unreadable_registry_is_ignored_with_a_warning(
     async with make_agent(workspace, factory(counting_child())) as agent:
         spawning = hook(agent).spawning
         assert await spawning.agent_list(ALICE) == "No active subagents."
-        key = key_of(await spawning.agent_spawn("worker", ALICE))
+        key = key_of(ran(await spawning.agent_spawn("worker", ALICE)))
     assert "ignored the unreadable subagent registry" in caplog.text
     assert [c["key"] for c in json.loads(stored.read_text())["children"]] == [key]
 
@@ -550,7 +562,7 @@ async def test_a_child_that_cannot_be_registered_is_closed_and_the_error_raised(
 
         spawning.workspace.update_text = refused  # type: ignore[method-assign]
         with pytest.raises(StorageError, match="the store is down"):
-            await spawning.agent_spawn("worker", ALICE, task="hi")
+            ran(await spawning.agent_spawn("worker", ALICE, task="hi"))
         assert await spawning.agent_list(ALICE) == "No active subagents."
     assert child.closed
     assert child.calls == []
@@ -563,7 +575,7 @@ async def test_background_failure_is_failed_with_message(workspace: Path) -> Non
     child = counting_child(error=RuntimeError("kaput"))
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        out = await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0)
+        out = ran(await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0))
         result = await tools.task_tools.task_output(task_of(out), ALICE)
     assert "status: failed: kaput" in result
     assert "Error: kaput" in result
@@ -575,7 +587,7 @@ async def test_promoted_failure_is_failed_with_message(workspace: Path) -> None:
     child = counting_child(gate=gate, error=RuntimeError("late crash"))
     async with make_agent(workspace, factory(child)) as agent:
         tools = hook(agent)
-        out = await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0.1)
+        out = ran(await tools.spawning.agent_spawn("worker", ALICE, task="x", timeout_seconds=0.1))
         assert "status: timeout_promoted" in out
         gate.set()
         result = await tools.task_tools.task_output(task_of(out), ALICE)
@@ -599,7 +611,7 @@ async def test_parent_model_spawns_through_tool_call(workspace: Path) -> None:
         ]
     )
     async with make_agent(workspace, factory(child), model=parent) as agent:
-        reply = await agent.call("please delegate", ctx=ALICE)
+        reply = answer(await agent.call("please delegate", ctx=ALICE))
     assert reply.text == "The worker said hi."
     assert [text for text, _ in child.calls] == ["greet"]
     ((_, child_ctx),) = child.calls
@@ -629,7 +641,7 @@ async def test_parent_spawns_in_background_and_collects_with_task_output(
         ]
     )
     async with make_agent(workspace, factory(child), model=parent) as agent:
-        assert (await agent.call("start it", ctx=ALICE)).text == "started"
+        assert (answer(await agent.call("start it", ctx=ALICE))).text == "started"
         outputs = "\n".join(r.text for r in parent.requests[1][-1].tool_results)
         result = await hook(agent).task_tools.task_output(task_of(outputs), ALICE)
     assert result.endswith("Result:\nbg done #1")

@@ -8,6 +8,7 @@ from typing import Any
 
 from _children import Child, factory
 
+from _outcomes import answer, ran
 from harness import HarnessAgent, RuntimeContext
 from harness.hooks import SubagentsHook
 from harness.kernel import Msg, TextBlock
@@ -70,7 +71,7 @@ def reminders(request: list[Msg]) -> list[str]:
 
 
 async def spawn_background(agent: HarnessAgent, ctx: RuntimeContext = ALICE) -> str:
-    out = await hook(agent).spawning.agent_spawn("worker", ctx, task="job", timeout_seconds=0)
+    out = ran(await hook(agent).spawning.agent_spawn("worker", ctx, task="job", timeout_seconds=0))
     task_id = next(line for line in out.splitlines() if line.startswith("task_id: "))
     return task_id.removeprefix("task_id: ")
 
@@ -92,7 +93,7 @@ async def test_section_lists_builtin_declared_and_workspace_agents(workspace: Pa
     model = chatty()
     spec = SubagentSpec(name="worker", description="Does the heavy work.")
     async with make_agent(workspace, spec, model=model) as agent:
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
         names = agent.delegate.toolkit.names
     text = section(model.requests[0])
     assert text.startswith("## Subagents\n")
@@ -114,8 +115,8 @@ async def test_section_without_general_purpose(workspace: Path) -> None:
         subagents=SubagentsConfig(declarations=(factory(Child()),), general_purpose=False),
     )
     async with agent:
-        await agent.call("hi", ctx=ALICE)
-        out = await hook(agent).spawning.agent_spawn("general-purpose", ALICE, task="x")
+        answer(await agent.call("hi", ctx=ALICE))
+        out = ran(await hook(agent).spawning.agent_spawn("general-purpose", ALICE, task="x"))
     text = section(model.requests[0])
     assert text.endswith("### Available agent ids\n- `worker`: The worker subagent.")
     assert "general-purpose" not in system_text(model.requests[0])
@@ -128,7 +129,7 @@ async def test_declaration_list_is_accepted_as_subagents(workspace: Path) -> Non
         model=model, workspace=workspace, memory=None, subagents=[factory(Child())]
     )
     async with agent:
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
     system = system_text(model.requests[0])
     assert "- `worker`: The worker subagent." in system
     assert "- `general-purpose`:" in system
@@ -137,7 +138,7 @@ async def test_declaration_list_is_accepted_as_subagents(workspace: Path) -> Non
 async def test_no_subagents_means_no_section_and_no_tools(workspace: Path) -> None:
     model = chatty()
     async with HarnessAgent(model=model, workspace=workspace, memory=None, subagents=None) as agent:
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
         names = set(agent.delegate.toolkit.names)
         assert agent.subagents is None
         assert agent.tasks is None
@@ -154,7 +155,7 @@ async def test_section_is_added_once_per_step(workspace: Path) -> None:
         ]
     )
     async with make_agent(workspace, factory(Child()), model=parent) as agent:
-        assert (await agent.call("list them", ctx=ALICE)).text == "none"
+        assert (answer(await agent.call("list them", ctx=ALICE))).text == "none"
     assert len(parent.requests) == 2
     for request in parent.requests:
         assert system_text(request).count("## Subagents") == 1
@@ -183,7 +184,7 @@ async def test_notice_is_delivered_once_after_background_task(workspace: Path) -
         ]
     )
     async with make_agent(workspace, factory(child), model=parent) as agent:
-        assert (await agent.call("start it", ctx=ALICE)).text == "started"
+        assert (answer(await agent.call("start it", ctx=ALICE))).text == "started"
         assert all(not reminders(request) for request in parent.requests)
         assert agent.tasks is not None
         (record,) = await agent.tasks.records("alice")
@@ -191,7 +192,7 @@ async def test_notice_is_delivered_once_after_background_task(workspace: Path) -
         await settle(agent)
 
         second_first = len(parent.requests)
-        await agent.call("anything new?", ctx=ALICE)
+        answer(await agent.call("anything new?", ctx=ALICE))
         (notice,) = reminders(parent.requests[second_first])
         assert notice.startswith(REMINDER)
         assert notice.rstrip().endswith("</system-reminder>")
@@ -204,7 +205,7 @@ async def test_notice_is_delivered_once_after_background_task(workspace: Path) -
         assert sum(REMINDER in m.text for m in saved) == 1
 
         third_first = len(parent.requests)
-        await agent.call("and now?", ctx=ALICE)
+        answer(await agent.call("and now?", ctx=ALICE))
         assert reminders(parent.requests[third_first]) == [notice]  # history only, no new one
         saved = await agent.sessions.load(ALICE)
         assert sum(REMINDER in m.text for m in saved) == 1
@@ -219,7 +220,7 @@ async def test_notice_cuts_long_results(workspace: Path) -> None:
     async with make_agent(workspace, factory(Child(body)), model=model, notice_lines=5) as agent:
         await spawn_background(agent)
         await settle(agent)
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
     (notice,) = reminders(model.requests[0])
     assert "row 5\n" in notice
     assert "row 6" not in notice
@@ -232,7 +233,7 @@ async def test_notice_of_failed_task(workspace: Path) -> None:
     async with make_agent(workspace, factory(child), model=model) as agent:
         task_id = await spawn_background(agent)
         await settle(agent)
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
     (notice,) = reminders(model.requests[0])
     assert f'<task id="{task_id}" state="error" agent="worker">' in notice
     assert "<task_error>it broke</task_error>" in notice
@@ -247,7 +248,7 @@ async def test_notice_of_cancelled_task(workspace: Path) -> None:
         await asyncio.wait_for(child.started.wait(), 5)
         out = await hook(agent).task_tools.task_cancel(task_id, ALICE)
         assert "status: cancelled" in out
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
     (notice,) = reminders(model.requests[0])
     assert f'<task id="{task_id}" state="cancelled" agent="worker">' in notice
 
@@ -258,7 +259,7 @@ async def test_notice_shows_ten_tasks_and_counts_the_rest(workspace: Path) -> No
         for _ in range(12):
             await spawn_background(agent)
         await settle(agent)
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
     (notice,) = reminders(model.requests[0])
     assert "12 background subagent tasks have finished" in notice
     assert notice.count("<task id=") == 10
@@ -272,10 +273,10 @@ async def test_notice_goes_only_to_the_spawning_session(workspace: Path) -> None
     async with make_agent(workspace, factory(Child("res")), model=model) as agent:
         task_id = await spawn_background(agent)
         await settle(agent)
-        await agent.call("hi", ctx=bob)
-        await agent.call("hi", ctx=other)
+        answer(await agent.call("hi", ctx=bob))
+        answer(await agent.call("hi", ctx=other))
         assert all(not reminders(request) for request in model.requests)
-        await agent.call("hi", ctx=ALICE)
+        answer(await agent.call("hi", ctx=ALICE))
         (notice,) = reminders(model.requests[-1])
         assert task_id in notice
         assert not any(REMINDER in m.text for m in await agent.sessions.load(other))
@@ -288,13 +289,13 @@ async def test_notice_survives_a_restart(workspace: Path) -> None:
         await settle(first)
     model = chatty()
     async with make_agent(workspace, factory(Child()), model=model) as second:
-        await second.call("hi", ctx=RuntimeContext(session_id="s1", user_id="bob"))
+        answer(await second.call("hi", ctx=RuntimeContext(session_id="s1", user_id="bob")))
         assert not reminders(model.requests[-1])
-        await second.call("hi", ctx=ALICE)
+        answer(await second.call("hi", ctx=ALICE))
         (notice,) = reminders(model.requests[-1])
         assert f'<task id="{task_id}" state="completed" agent="worker">' in notice
         assert "before restart" in notice
-        await second.call("again", ctx=ALICE)
+        answer(await second.call("again", ctx=ALICE))
     assert reminders(model.requests[-1]) == [notice]
     async with make_agent(workspace, factory(Child()), model=chatty()) as third:
         assert third.tasks is not None

@@ -1,0 +1,115 @@
+"""How a call ended: the last item of every stream, and what ``call`` returns.
+
+A call ends in one of four ways, each a value:
+
+- :class:`Finished`: the model answered; ``reply`` is its answer.
+- :class:`Paused`: tool calls wait for a decision (an approval). Not a failure: the step's
+  other calls ran, the conversation keeps the model's turn with its waiting calls, and a later
+  call on the session continues once they are decided (:mod:`harness.kernel.decisions`).
+  ``accepted`` is False when the call refused its new input because earlier calls of the
+  session still wait: nothing of that input was kept.
+- :class:`Cancelled`: :meth:`~harness.kernel.ReActAgent.interrupt` stopped it.
+- :class:`Failed`: an error ended it (the model failed, a save failed, a tool's hook raised).
+
+Pausing is a way to end, not an error: nothing raises to pause. A tool whose own work waits
+(a subagent whose call waits for approval) returns a :class:`Paused` as its result, and the
+call pauses with it. ``call`` returns :class:`Finished` or :class:`Paused`, and raises the
+error of the other two (an interrupted call raises
+:class:`~harness.errors.AgentInterrupted`), as a Python caller expects of a failure; a
+streaming caller reads all four as the stream's last item and maps them itself (the CLI to an
+exit code, the server to an HTTP answer).
+
+Every outcome says what the call waits for (``pending``: empty unless it paused) and how it is
+recorded (:meth:`record`), so a hook or an edge that only reports an outcome handles all four
+without asking which it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import AgentInterrupted
+from harness.kernel.message import Msg
+
+__all__ = ["Cancelled", "Ended", "Failed", "Finished", "Outcome", "Paused"]
+
+_NOTHING: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The call answered with ``reply``."""
+
+    reply: Msg
+
+    @property
+    def pending(self) -> tuple[Mapping[str, Any], ...]:
+        return _NOTHING
+
+    def record(self) -> dict[str, Any]:
+        """The outcome as a trace or a turn log records it."""
+        return {"outcome": "finished", "reply_chars": len(self.reply.text)}
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """Tool calls wait for decisions; ``pending`` says what each waits for.
+
+    Each request is what the hook that deferred the call made of it (for approvals: id, tool,
+    arguments, description, allowed decisions, expiry); a request that came through a tool
+    (a subagent's) also names the call it came through (``via_tool_call``, ``via_tool``,
+    ``via_input``) and the child (``subagent``, ``child_key``).
+    """
+
+    pending: tuple[Mapping[str, Any], ...]
+    accepted: bool = True
+    """False when the call's new input was refused because these calls waited already."""
+
+    @property
+    def message(self) -> str:
+        """One line that says what waits, for a person or a log."""
+        waits = f"{len(self.pending)} tool call(s) wait for a decision"
+        if self.accepted:
+            return f"{waits} before they run"
+        return (
+            f"{waits}; the new message was not accepted: decide them and continue the session first"
+        )
+
+    def record(self) -> dict[str, Any]:
+        return {"outcome": "paused", "paused": [request.get("id") for request in self.pending]}
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """:meth:`~harness.kernel.ReActAgent.interrupt` stopped the call."""
+
+    error: AgentInterrupted
+
+    @property
+    def pending(self) -> tuple[Mapping[str, Any], ...]:
+        return _NOTHING
+
+    def record(self) -> dict[str, Any]:
+        return {"outcome": "cancelled", "error": str(self.error)}
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """An error ended the call; memory keeps what it completed (the input, finished steps)."""
+
+    error: BaseException
+
+    @property
+    def pending(self) -> tuple[Mapping[str, Any], ...]:
+        return _NOTHING
+
+    def record(self) -> dict[str, Any]:
+        return {"outcome": "failed", "error": f"{type(self.error).__name__}: {self.error}"}
+
+
+Ended = Finished | Paused
+"""The outcomes ``call`` returns (the other two raise their error)."""
+
+Outcome = Finished | Paused | Cancelled | Failed
