@@ -1,10 +1,11 @@
 """HarnessAgent: a ReActAgent with a workspace, saved sessions and the harness's hooks.
 
-It is not a second reasoning loop. It builds a :class:`~harness.kernel.ReActAgent` with the
-built-in hooks and tools, and for each call it binds the call's :class:`RuntimeContext`, loads
-that session's saved conversation, and hands both to the delegate. Nothing about a call is kept
-in the agent's fields, so one agent serves concurrent calls for different users and sessions;
-calls on the *same* session are serialized so they cannot overwrite each other's turns.
+It is not a second reasoning loop. Its parts are built from its options by
+:func:`harness.assembly.assemble` (the kernel's agent with the built-in hooks and tools); for
+each call it binds the call's :class:`RuntimeContext`, loads that session's saved conversation,
+and hands both to the kernel's agent. Nothing about a call is kept in the agent's fields, so one
+agent serves concurrent calls for different users and sessions; calls on the *same* session are
+serialized so they cannot overwrite each other's turns.
 """
 
 from __future__ import annotations
@@ -12,52 +13,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
-import os
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
 from harness.approvals import (
-    ApprovalGate,
     ApprovalPolicy,
     ApprovalRule,
     DecisionKind,
     PendingApproval,
     ReviewerDecision,
-    ledger_for,
 )
-from harness.approvals.policy import marked
+from harness.assembly import FlushObserver, assemble
 from harness.compaction import (
     DEFAULT_TOOL_RESULT_EVICTION,
     CompactionConfig,
-    ConversationCompactor,
     ToolResultEvictionConfig,
-    evictions_cleanup,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ConfigError, ContextOverflowError, HarnessError, UnknownApproval
-from harness.filesystem.base import AbstractFilesystem, FileTools, ManagedFilesystem
-from harness.hooks import (
-    DEFAULT_WORKSPACE_CONTEXT,
-    AgentTraceHook,
-    ApprovalHook,
-    CompactionHook,
-    FixedPartCheck,
-    MemoryFlushHook,
-    MemoryMaintenanceHook,
-    MemoryProvenanceHook,
-    SessionPersistenceHook,
-    SkillsHook,
-    SubagentsHook,
-    ToolResultEvictionHook,
-    WorkspaceContextConfig,
-    WorkspaceContextHook,
-)
-from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
+from harness.errors import ContextOverflowError, HarnessError, UnknownApproval
+from harness.filesystem.base import AbstractFilesystem
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
     SYNTHETIC,
@@ -67,7 +45,6 @@ from harness.kernel import (
     Finished,
     Hook,
     Msg,
-    ReActAgent,
     SessionState,
     StreamItem,
     Tool,
@@ -77,53 +54,21 @@ from harness.kernel import (
     unanswered_calls,
     written_by_harness,
 )
-from harness.mcp import MCPHook, MCPServerConfig
+from harness.mcp import MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
-from harness.memory.consolidation import ConsolidationResult
-from harness.memory.flush import FlushResult, MemoryFlushManager, flush_mark_path
-from harness.memory.gate import PROCESS_GATE, StoreGate
-from harness.memory.maintenance import MemoryMaintenance
-from harness.memory.provenance import Provenance, TurnTrust
 from harness.memory.transcript import TranscriptWriter
-from harness.models import resolve_model
-from harness.observability import record, trace_path
-from harness.options import DEFAULT_AGENT_NAME, AgentOptions
-from harness.session import CompactionLog, SessionFsync, SessionStore
+from harness.options import DEFAULT_AGENT_NAME, AgentOptions, default_workspace
+from harness.session import SessionFsync
 from harness.session.keys import session_key
-from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases, leases_for
+from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases
 from harness.stores.base import BaseStore
-from harness.subagents import (
-    DEFAULT_SUBAGENTS,
-    Declaration,
-    SubagentCatalog,
-    SubagentsConfig,
-    TaskRecord,
-    TaskRepository,
-    general_purpose,
-    spawn_depth,
-    waiting_approvals,
-)
-from harness.tools import FilesystemTools, MemoryTools, SessionTools, SubagentTools
-from harness.workspace import WorkspaceManager, safe_segment, scoped
+from harness.subagents import DEFAULT_SUBAGENTS, Declaration, SubagentsConfig, spawn_depth
+from harness.workspace import WorkspaceManager
+from harness.workspace.context import DEFAULT_WORKSPACE_CONTEXT, WorkspaceContextConfig
 
 __all__ = ["DEFAULT_AGENT_NAME", "FlushObserver", "HarnessAgent", "default_workspace"]
 
 logger = logging.getLogger(__name__)
-
-FlushObserver = Callable[[RuntimeContext, FlushResult, float], Awaitable[object]]
-"""Told of a memory flush: the call's context, what the flush did, and its seconds."""
-
-WORKSPACE_ENV: Final = "HARNESS_WORKSPACE"
-
-
-def _remote(store: BaseStore | None) -> AbstractFilesystem | None:
-    """The workspace kept in ``store`` (None without a store)."""
-    if store is None:
-        return None
-    from harness.filesystem.remote import RemoteFilesystem
-
-    return RemoteFilesystem(store)
-
 
 _OPTION_NAMES: Final = frozenset(field.name for field in dataclasses.fields(AgentOptions))
 
@@ -135,11 +80,6 @@ def _last_reply(memory: Sequence[Msg], ctx: RuntimeContext) -> Msg:
             return message
     msg = f"session {ctx.session_id!r} has no tool call waiting for a decision, and no reply"
     raise UnknownApproval(msg)
-
-
-def default_workspace() -> Path:
-    """``$HARNESS_WORKSPACE``, or ``./.harness/workspace``."""
-    return Path(os.environ.get(WORKSPACE_ENV) or Path.cwd() / ".harness" / "workspace")
 
 
 class HarnessAgent:
@@ -186,115 +126,28 @@ class HarnessAgent:
         # The keywords are the options' fields, so the value is made from the arguments as
         # they came (tests/unit/test_options.py holds the signature and the fields equal).
         given = {key: value for key, value in locals().items() if key in _OPTION_NAMES}
-        options = AgentOptions(**given)
-        safe_segment(options.name)  # rejects an empty name early
-        self.name = name = options.name
-        # Models built here from a spec are the agent's to close.
-        self._owned: list[ChatModel] = []
-        self.model = self._model(options.model)
-        self.workspace = (
-            options.workspace
-            if isinstance(options.workspace, WorkspaceManager)
-            else WorkspaceManager(
-                options.workspace or default_workspace(),
-                options.filesystem or _remote(options.store),
-            )
-        )
-        self.sessions = SessionStore(self.workspace, name, fsync=options.session_fsync)
-        self.leases = options.session_leases or leases_for(self.workspace, options.store)
-        self.session_wait = options.session_wait
-        # Our own toolkit: the built-in tools are added to it, never to the caller's.
-        tools = options.tools
-        toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
-        user_tools, user_hooks = tuple(toolkit.tools), tuple(options.hooks)
-        allowed = options.allowed_tools
-        self.compactions = CompactionLog(self.workspace, name)
-        self.mcp = MCPHook(
-            options.mcp_servers,
-            config_file=options.mcp_config,
-            workspace=self.workspace,
-            allowed=allowed,
-        )
-        memory = options.memory
-        memory_llm = (
-            self._model(options.memory_model) if options.memory_model is not None else self.model
-        )
-        summarizer = (
-            self._model(options.compaction_model) if options.compaction_model else self.model
-        )
-        # The options as this agent runs them: what it built in place of specs and defaults,
-        # so an agent made from them (a subagent, a sibling) shares those objects.
-        self.options = dataclasses.replace(
-            options,
-            model=self.model,
-            workspace=self.workspace,
-            tools=user_tools,
-            memory_model=memory_llm,
-            compaction_model=summarizer,
-            session_leases=self.leases,
-        )
-        transcript = TranscriptWriter(self.workspace, name)
-        # Where each memory entry came from, out of the model's reach, and the judgement of
-        # each running turn that memory_save is recorded with.
-        self.provenance = Provenance.for_workspace(self.workspace, options.store)
-        self._turns = TurnTrust()
-        flush = (
-            MemoryFlushManager(self.workspace, memory_llm, agent=name, provenance=self.provenance)
-            if memory is not None
-            else None
-        )
-        trace = options.trace
-        eviction = options.tool_result_eviction
-        # What the capabilities below set when they are on.
-        self.maintenance: MemoryMaintenance | None = None
-        # Told of every memory flush once it has run, in the background after its call (the
-        # trace, when on, records it too); `harness serve` reports a turn's flush this way.
-        self.flush_observers: list[FlushObserver] = []
-        self.compaction = options.compaction
-        self.compactor: ConversationCompactor | None = None
-        self.tasks: TaskRepository | None = None
-        self.subagents: SubagentsHook | None = None  # holds the subagent tools, for direct use
-        self.approvals: ApprovalGate | None = None
-        # One line per capability. The chain runs hooks by their own priority (each hook's
-        # module says why it is what it is); this order breaks ties and orders the tools.
-        chain: list[Hook] = [
-            *self._tracing(trace, otel=options.otel),
-            self.mcp,
-            *self._memory(
-                memory,
-                memory_llm,
-                flush,
-                transcript,
-                options.store,
-                eviction,
-                toolkit,
-                trace=trace,
-            ),
-            *self._compacting(options.compaction, summarizer, flush, transcript),
-            *self._file_tools(toolkit, options.filesystem_tools, eviction),
-            *self._sandbox(),
-            *self._delegation(options.subagents, trace=trace),
-            *self._skills(options.skills and (allowed is None or "load_skill" in allowed)),
-            *user_hooks,
-            *self._workspace_context(options.workspace_context, memory),
-            *self._gating(ApprovalPolicy.of(options.approvals), user_tools, options.store),
-            SessionPersistenceHook(self.sessions),
-        ]
-        # The hooks built here, closed with the agent; the caller's own hooks stay the caller's.
-        self._own_hooks = tuple(hook for hook in chain if hook not in user_hooks)
-
-        self.delegate = ReActAgent(
-            name=name,
-            model=self.model,
-            sys_prompt=options.sys_prompt,
-            toolkit=toolkit,
-            hooks=chain,
-            max_iters=options.max_iters,
-        )
-        if allowed is not None:  # after the hooks added theirs; the MCP hook filters its own
-            for tool_name in self.delegate.toolkit.names:
-                if tool_name not in allowed:
-                    self.delegate.toolkit.remove(tool_name)
+        parts = assemble(AgentOptions(**given), make_agent=HarnessAgent.from_options)
+        self.options = parts.options
+        self.name = parts.options.name
+        self.model = parts.model
+        self.workspace = parts.workspace
+        self.sessions = parts.sessions
+        self.leases = parts.leases
+        self.session_wait = parts.options.session_wait
+        self.compactions = parts.compactions
+        self.provenance = parts.provenance
+        self.mcp = parts.mcp
+        self.flush_observers: list[FlushObserver] = parts.flush_observers
+        self.maintenance = parts.maintenance
+        self.compaction = parts.options.compaction
+        self.compactor = parts.compactor
+        self.tasks = parts.tasks
+        self.subagents = parts.subagents  # holds the subagent tools, for direct use
+        self.approvals = parts.approvals
+        self.delegate = parts.delegate
+        self._parts = parts
+        self._owned = list(parts.owned)
+        self._own_hooks = parts.own_hooks
         self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -387,9 +240,8 @@ class HarnessAgent:
         Only those something still waits for: a call the session holds unanswered, or a
         background task (:func:`~harness.subagents.waiting_approvals`).
         """
-        if self.approvals is None:
-            return []
-        return await waiting_approvals(self.approvals, self.sessions, self.tasks, self._bind(ctx))
+        desk = self._parts.desk
+        return await desk.pending(self._bind(ctx)) if desk is not None else []
 
     async def delete_session(self, ctx: RuntimeContext | None = None) -> bool:
         """Delete the context's session: its conversation, transcript, trace and records.
@@ -403,7 +255,6 @@ class HarnessAgent:
         saved directory.
         """
         ctx = self._bind(ctx)
-        assert ctx.session_id is not None
         async with self._session_lock(ctx), self._lease(ctx):
             if self.maintenance is not None:
                 # The last call's transcript and flush, still running after it returned,
@@ -411,16 +262,7 @@ class HarnessAgent:
                 pending = self.maintenance.pending(session_key(ctx))
                 if pending is not None:
                     await asyncio.wait({pending})
-            directory = self.sessions.directory(ctx)
-            saved = [info.path for info in await self.workspace.list_own(directory)]
-            paths = [
-                *saved,
-                scoped(flush_mark_path(self.name, ctx), ctx.user_id),
-                scoped(trace_path(self.name, ctx.session_id), ctx.user_id),
-                scoped(self.compactions.path(ctx.session_id), ctx.user_id),
-            ]
-            for path in paths:
-                await self.workspace.delete(path)
+            saved = await self._parts.files.delete(self.sessions.directory(ctx), ctx)
             transcripts = await TranscriptWriter(self.workspace, self.name).forget(ctx)
             if self.maintenance is not None:
                 for path in transcripts:  # gone: the index drops their rows, every worker's
@@ -428,7 +270,7 @@ class HarnessAgent:
                         await self.maintenance.index_file(path)
                     except HarnessError as exc:  # the next re-index drops them
                         logger.warning("could not drop %s from the memory index: %s", path, exc)
-            return bool(saved)
+            return saved
 
     async def resume(
         self,
@@ -483,22 +325,11 @@ class HarnessAgent:
 
         Raises as :meth:`resume` does; nothing is recorded unless every decision is valid.
         """
-        if self.approvals is None:
+        desk = self._parts.desk
+        if desk is None:
             msg = "this agent has no approvals to decide (no approvals= and no gated tool)"
             raise UnknownApproval(msg)
-        given = {
-            ident: d if isinstance(d, ReviewerDecision) else ReviewerDecision(d)
-            for ident, d in decisions.items()
-        }
-        ctx = self._bind(ctx)
-        key = self.sessions.directory(ctx)
-        await self.approvals.record(key, given, by=by)
-        if self.subagents is None:
-            return {}
-        tasks = await self.approvals.tasks_decided(key, given)
-        for task_id, (child_key, taken) in tasks.items():
-            await self.subagents.spawning.continue_task(task_id, child_key, taken, ctx)
-        return {ident: task for task, (_, taken) in tasks.items() for ident in given.keys() & taken}
+        return await desk.decide(decisions, self._bind(ctx), by=by)
 
     async def aclose(self) -> None:
         """Stop background work and release what the agent owns.
@@ -531,258 +362,6 @@ class HarnessAgent:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    # --- capabilities: each builds its hooks (and registers its tools) -----------------------
-
-    def _tracing(self, trace: bool, *, otel: bool) -> list[Hook]:
-        """A trace of every event of every call (and OpenTelemetry spans with ``otel``)."""
-        return [AgentTraceHook(self.workspace, agent_name=self.name, otel=otel)] if trace else []
-
-    def _memory(
-        self,
-        memory: MemoryConfig | None,
-        model: ChatModel,
-        flush: MemoryFlushManager | None,
-        transcript: TranscriptWriter,
-        store: BaseStore | None,
-        eviction: ToolResultEvictionConfig | None,
-        toolkit: Toolkit,
-        *,
-        trace: bool,
-    ) -> list[Hook]:
-        """Memory: its flush, transcript and consolidation after each call, and its tools."""
-        if memory is None:
-            return []
-        self.maintenance = MemoryMaintenance.for_workspace(
-            self.workspace,
-            gate=StoreGate(store) if store is not None else PROCESS_GATE,
-            config=memory,
-            model=model,
-            cleanup=evictions_cleanup(self.workspace, eviction or DEFAULT_TOOL_RESULT_EVICTION),
-            provenance=self.provenance,
-        )
-        hooks: list[Hook] = [
-            MemoryFlushHook(
-                flush=flush if memory.flush else None,
-                transcript=transcript if memory.offload else None,
-                maintenance=self.maintenance,
-                on_flush=functools.partial(self._flushed, trace=trace),
-            )
-        ]
-        if memory.auto_consolidate:
-            hooks.append(
-                MemoryMaintenanceHook(
-                    self.maintenance,
-                    on_consolidated=self._trace_consolidation if trace else None,
-                )
-            )
-        if memory.tools:
-            hooks.append(MemoryProvenanceHook(self._turns))
-            tools = MemoryTools(
-                self.workspace, self.maintenance, provenance=self.provenance, turns=self._turns
-            )
-            for tool in [
-                *tools.tools(),
-                *SessionTools(self.workspace, self.name).tools(),
-            ]:
-                toolkit.register(tool)
-        return hooks
-
-    def _compacting(
-        self,
-        compaction: CompactionConfig | None,
-        summarizer: ChatModel,
-        flush: MemoryFlushManager | None,
-        transcript: TranscriptWriter,
-    ) -> list[Hook]:
-        """Compaction before each model call; the same hook recovers from an overflow."""
-        if compaction is None:
-            return []
-        self.compactor = ConversationCompactor(
-            summarizer,
-            flush=flush if compaction.flush_before else None,
-            transcript=transcript if compaction.offload_before else None,
-        )
-        hooks: list[Hook] = [CompactionHook(self.compactor, compaction, log=self.compactions)]
-        if compaction.context_window is not None:  # a fixed part too big for it is refused
-            hooks.append(FixedPartCheck(compaction))
-        return hooks
-
-    def _file_tools(
-        self, toolkit: Toolkit, enabled: bool, eviction: ToolResultEvictionConfig | None
-    ) -> list[Hook]:
-        """The file tools, and big tool results evicted to files that ``read_file`` reads.
-
-        Raises:
-            ConfigError: The workspace's backend only stores (no file tools), and file tools or
-                eviction (whose placeholder says to read the result back) are asked for.
-        """
-        backend = self.workspace.backend
-        if not isinstance(backend, FileTools):
-            if enabled or eviction is not None:
-                msg = (
-                    f"the workspace's backend {type(backend).__name__} offers no file tools; "
-                    "pass filesystem_tools=False and tool_result_eviction=None, or a backend "
-                    "that is an AbstractFilesystem"
-                )
-                raise ConfigError(msg)
-            return []
-        file_tools = FilesystemTools(backend)
-        if enabled:
-            for tool in file_tools.tools():
-                if tool.__name__ not in toolkit:
-                    toolkit.register(tool)
-        elif eviction is not None and "read_file" not in toolkit:
-            toolkit.register(file_tools.read_file)  # the placeholder says to read it back
-        if eviction is None:
-            return []
-        return [ToolResultEvictionHook(self.workspace, agent_name=self.name, config=eviction)]
-
-    def _sandbox(self) -> list[Hook]:
-        """A sandboxed workspace started and stopped around each call."""
-        backend = self.workspace.backend
-        return [SandboxLifecycleHook(backend)] if isinstance(backend, ManagedFilesystem) else []
-
-    def _delegation(
-        self,
-        subagents: SubagentsConfig | Sequence[Declaration] | None,
-        *,
-        trace: bool,
-    ) -> list[Hook]:
-        """Subagents: their catalog, the task repository, and the tools that spawn them."""
-        if subagents is None:
-            return []
-        config = (
-            subagents
-            if isinstance(subagents, SubagentsConfig)
-            else SubagentsConfig(declarations=tuple(subagents))
-        )
-        max_iters = self.options.max_iters
-        catalog = SubagentCatalog(
-            self.workspace,
-            config.declarations,
-            general_purpose=general_purpose(max_iters) if config.general_purpose else None,
-            refresh_seconds=config.refresh_seconds,
-            allowed_models=config.allowed_models,
-            max_declared_iters=max_iters,
-        )
-        self.tasks = TaskRepository(
-            self.workspace,
-            self.name,
-            max_running=config.max_running,
-            heartbeat_seconds=config.heartbeat_seconds,
-            stale_after_seconds=config.stale_after_seconds,
-            on_finish=self._trace_task if trace else None,
-        )
-        # A child is made from these options (harness.options.child_options), and built as a
-        # HarnessAgent passed down, so the subagents package never imports this module.
-        spawning = SubagentTools(
-            agent=self.name,
-            catalog=catalog,
-            workspace=self.workspace,
-            options=self.options,
-            make_agent=HarnessAgent.from_options,
-            tasks=self.tasks,
-            config=config,
-        )
-        self.subagents = SubagentsHook(
-            catalog,
-            self.tasks,
-            spawning,
-            notice_lines=config.notice_lines,
-            shutdown_grace_seconds=config.shutdown_grace_seconds,
-        )
-        return [self.subagents]
-
-    def _gating(
-        self, policy: ApprovalPolicy | None, tools: Sequence[Tool], store: BaseStore | None
-    ) -> list[Hook]:
-        """Approvals: the operator's gates, and tools that say they need one."""
-        if policy is None and not any(marked(tool.func) for tool in tools):
-            return []
-        self.approvals = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace, store))
-        if self.subagents is not None:  # a subagent's waiting call is decided through this one
-            self.approvals.continue_child = self.subagents.spawning.continue_child
-            self.subagents.tasks.on_wait = self._task_waits
-        return [ApprovalHook(self.approvals, self.sessions.directory)]
-
-    async def _task_waits(self, record: TaskRecord, pending: Sequence[Mapping[str, Any]]) -> None:
-        """A background task's child waits: its requests become its parent session's."""
-        assert self.approvals is not None
-        ctx = RuntimeContext(session_id=record.session_id, user_id=record.user_id)
-        key = self.sessions.directory(ctx)
-        await self.approvals.delegated(key, self.name, ctx, pending, task_id=record.task_id)
-
-    def _skills(self, enabled: bool) -> list[Hook]:
-        """The workspace's skills, listed in the system prompt."""
-        return [SkillsHook(self.workspace)] if enabled else []
-
-    def _workspace_context(
-        self, config: WorkspaceContextConfig | None, memory: MemoryConfig | None
-    ) -> list[Hook]:
-        """AGENTS.md, MEMORY.md and the recent daily logs in the system prompt."""
-        if config is None:
-            return []
-        auto_memory = memory is not None and memory.flush
-        return [
-            WorkspaceContextHook(
-                self.workspace,
-                agent_name=self.name,
-                config=config,
-                auto_memory=auto_memory,
-                provenance=self.provenance,
-            )
-        ]
-
-    async def _flushed(
-        self, ctx: RuntimeContext, result: FlushResult, seconds: float, *, trace: bool
-    ) -> None:
-        if trace:
-            await record(
-                self.workspace,
-                self.name,
-                ctx,
-                "memory_flush",
-                path=result.path,
-                messages=result.messages,
-                latency_s=round(seconds, 4),
-            )
-        for observer in list(self.flush_observers):
-            try:
-                await observer(ctx, result, seconds)
-            except Exception:  # an observer's failure is its own, never the flush's
-                logger.exception("a memory flush observer failed")
-
-    async def _trace_consolidation(self, ctx: RuntimeContext, result: ConsolidationResult) -> None:
-        await record(
-            self.workspace,
-            self.name,
-            ctx,
-            "memory_consolidation",
-            updated=result.updated,
-            refused=result.refused,
-            reason=result.reason,
-            merged=list(result.merged),
-        )
-
-    async def _trace_task(self, task: TaskRecord) -> None:
-        ctx = RuntimeContext(session_id=task.session_id, user_id=task.user_id)
-        await record(
-            self.workspace,
-            self.name,
-            ctx,
-            "task",
-            task_id=task.task_id,
-            subagent=task.agent_id,
-            status=task.describe_status,
-        )
-
-    def _model(self, model: ChatModel | str) -> ChatModel:
-        if isinstance(model, str):
-            built = resolve_model(model)
-            self._owned.append(built)
-            return built
-        return model
 
     def _bind(self, ctx: RuntimeContext | None) -> RuntimeContext:
         ctx = ctx or RuntimeContext()

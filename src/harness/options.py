@@ -21,6 +21,7 @@ to change.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +50,23 @@ from harness.subagents import (
 from harness.workspace import WorkspaceManager
 from harness.workspace.context import DEFAULT_WORKSPACE_CONTEXT, WorkspaceContextConfig
 
-__all__ = ["DEFAULT_AGENT_NAME", "AgentOptions", "child_options"]
+__all__ = [
+    "DEFAULT_AGENT_NAME",
+    "WORKSPACE_ENV",
+    "AgentOptions",
+    "child_options",
+    "default_workspace",
+]
 
 DEFAULT_AGENT_NAME: Final = "harness"
 """The name of an agent given none; it names its directory under ``agents/``."""
+
+WORKSPACE_ENV: Final = "HARNESS_WORKSPACE"
+
+
+def default_workspace() -> Path:
+    """``$HARNESS_WORKSPACE``, or ``./.harness/workspace``: where an agent given none works."""
+    return Path(os.environ.get(WORKSPACE_ENV) or Path.cwd() / ".harness" / "workspace")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -179,10 +179,9 @@ def test_hook_chain_with_memory(workspace: Path) -> None:
         "Mine",
         "WorkspaceContextHook",
         "SessionPersistenceHook",
-        "MemoryProvenanceHook",
     ]
     assert [h.priority for h in agent.delegate.hooks.hooks] == [
-        0, 1, 5, 6, 10, 50, 80, 85, 100, 900, 900, 990
+        0, 1, 5, 6, 10, 50, 80, 85, 100, 900, 900
     ]  # fmt: skip
     names = agent.delegate.toolkit.names
     for tool in (

@@ -1,4 +1,4 @@
-"""Each hook module can be deleted with its lines in ``agent.py`` and the hooks index.
+"""Each hook module can be deleted with its lines in ``assembly.py`` and the hooks index.
 
 Only those two files may refer to a hook module, so what the hooks share (prompt sections, the
 session key, the filesystem lifecycle protocol, the workspace section's settings) lives in the
@@ -16,7 +16,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HOOKS = SRC / "harness" / "hooks"
-ALLOWED = {SRC / "harness" / "agent.py", HOOKS / "__init__.py"}
+ALLOWED = {SRC / "harness" / "assembly.py", HOOKS / "__init__.py"}
 
 
 def hook_modules() -> list[str]:

@@ -86,6 +86,7 @@ LAYERS = (
     ("options",),
     ("tools",),
     ("hooks",),
+    ("assembly",),
     ("agent",),
     ("serve",),
     ("cli", "harness"),

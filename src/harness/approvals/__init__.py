@@ -3,6 +3,7 @@
 See ``docs/approvals.md`` for the flows (Python, CLI) and what each crash point leaves.
 """
 
+from harness.approvals.desk import ApprovalDesk
 from harness.approvals.gate import ApprovalGate, fingerprint, still_waiting
 from harness.approvals.ledger import (
     ApprovalLedger,
@@ -26,6 +27,7 @@ from harness.approvals.policy import (
 __all__ = [
     "ALL_DECISIONS",
     "DEFAULT_EXPIRY",
+    "ApprovalDesk",
     "ApprovalGate",
     "ApprovalLedger",
     "ApprovalPolicy",

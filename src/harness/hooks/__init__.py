@@ -4,7 +4,6 @@ from harness.hooks.approvals import ApprovalHook
 from harness.hooks.compaction import CompactionHook, FixedPartCheck
 from harness.hooks.memory_flush import MemoryFlushHook
 from harness.hooks.memory_maintenance import MemoryMaintenanceHook
-from harness.hooks.memory_provenance import MemoryProvenanceHook
 from harness.hooks.sandbox_lifecycle import SandboxLifecycleHook
 from harness.hooks.session_persistence import SessionPersistenceHook
 from harness.hooks.skills import SkillsHook
@@ -29,7 +28,6 @@ __all__ = [
     "FixedPartCheck",
     "MemoryFlushHook",
     "MemoryMaintenanceHook",
-    "MemoryProvenanceHook",
     "SandboxLifecycleHook",
     "SessionPersistenceHook",
     "SkillsHook",

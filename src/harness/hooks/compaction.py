@@ -44,9 +44,10 @@ interruption (``CancelledError``, :class:`AgentInterrupted`, also when wrapped i
 error) propagates, so an interrupted call stops instead of calling the model again.
 
 Priority 10: after trace (0) so traces see the step as the loop built it, and before every
-hook that shapes the request (eviction 50, user hooks 100, workspace context 900), so they all
-work on the compacted conversation and the system prompt they add is never summarized.
-:class:`FixedPartCheck` runs at 950, after them all, to see the request the model would get.
+hook that shapes the request (subagents 80, skills 85, user hooks 100, workspace context 900),
+so they all work on the compacted conversation and the system prompt they add is never
+summarized. :class:`FixedPartCheck` runs at 950, after them all, to see the request the model
+would get.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ whatever the call's commands left running. Any backend with those two coroutines
 this way; for one without them the hook does nothing. It keeps no state: the backend tracks
 the call's processes by the call's context.
 
-Priority 50: before subagents (80) and user hooks (100), so a user hook that runs a command
-when a call starts finds the sandbox ready; after compaction (10), whose summarizing model call
-needs no sandbox, so a call that fails there has started nothing to clean up. It shares 50 with
-tool-result eviction, which never touches the sandbox, so their relative order does not matter.
+Priority 50: at PreCall, after the trace (0) and the MCP servers (1) and before user hooks
+(100), so a user hook that runs a command when a call starts finds the sandbox ready; at
+PostCall and Error, after the memory hooks (5, 6), which only queue work for later, and before
+user hooks and the session's last save (900). It shares 50 with tool-result eviction, which
+handles other events, so their relative order does not matter.
 """
 
 from __future__ import annotations

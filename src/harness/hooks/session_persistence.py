@@ -28,9 +28,11 @@ user's input, and the steps before the failure): the Error that follows does not
 the file never holds more than the caller was told. After a call that failed for another
 reason, a failed save is logged and noted on the original error.
 
-Priority 900, and last in the chain: it runs after every other hook has changed memory and
-state (compaction at 10 rewrites memory, workspace context at 900 sets the state of this step's
-prompt), so what is saved is what the model is shown and what the call ended with. The memory
+Priority 900, after every hook that changes memory or state (compaction at 10 rewrites memory,
+workspace context at 900, added before it, sets the state of this step's prompt), so what is
+saved is what the model is shown and what the call ended with. Only the approval hook (1000)
+runs after it (``HOOK_ORDER`` in ``assembly.py``), and it writes the approvals ledger, never
+the session. The memory
 flush (5) only queues its work at PostCall; it starts once the call has returned
 (:meth:`~harness.memory.MemoryMaintenance.holding`) and writes memory files, never the session.
 """

@@ -12,9 +12,9 @@ It works on ``PostActing.result``, the result memory keeps, before the tool mess
 anywhere else. No later hook or step ever sees the full text, so nothing that reshapes a
 request (compaction, a PreReasoning hook) can let a large result slip past eviction.
 
-Priority 50: after compaction (10), which never sees tool results here, and before subagents
-(80) and user hooks (100), so they see the result as memory will keep it. Only the trace hook
-(0) sees the full result.
+Priority 50: at PostActing, before user hooks (100) and the approval hook (1000), so they see
+the result as memory will keep it, and the ledger records that one. Only the trace hook (0)
+sees the full result.
 """
 
 from __future__ import annotations

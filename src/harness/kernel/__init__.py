@@ -71,6 +71,7 @@ from harness.kernel.streaming import (
     report,
     settled,
 )
+from harness.kernel.tool_context import ToolContext
 from harness.kernel.toolkit import Tool, ToolFailure, Toolkit
 
 __all__ = [
@@ -122,6 +123,7 @@ __all__ = [
     "ThinkingBlock",
     "ThinkingDelta",
     "Tool",
+    "ToolContext",
     "ToolDecision",
     "ToolFailure",
     "ToolFinished",

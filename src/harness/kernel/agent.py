@@ -77,6 +77,7 @@ from harness.kernel.streaming import (
     ToolStarted,
     ended,
 )
+from harness.kernel.tool_context import ToolContext
 from harness.kernel.toolkit import Tool, Toolkit
 
 __all__ = [
@@ -486,7 +487,8 @@ class ReActAgent:
         if emit is not None:
             emit(ToolStarted(use))
         started = time.perf_counter()
-        result = await self.toolkit.call(use, ctx)
+        context = ToolContext(ctx, call.agent, call.id, use, tuple(call.memory), call.state)
+        result = await self.toolkit.call(use, ctx, context)
         if isinstance(result, Paused):  # the tool's work waits (a subagent's approval)
             return result
         if run.note:

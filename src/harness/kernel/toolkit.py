@@ -4,7 +4,10 @@ A tool is any function, sync or async. Its JSON schema comes from the signature 
 Google-style docstring: the first paragraph describes the tool, the ``Args:`` section describes
 each parameter, a parameter with a default is optional in the schema, and ``X | None = None``
 is offered to the model as an optional ``X``. A parameter annotated :class:`RuntimeContext` is
-not shown to the model; it receives the context of the call that runs the tool.
+not shown to the model; it receives the context of the call that runs the tool. Nor is one
+annotated :class:`~harness.kernel.ToolContext` (or ``ToolContext | None``): it receives the
+call the tool runs in (:mod:`harness.kernel.tool_context`), None when the tool is called
+without one.
 
 Running a tool never raises into the agent loop: unknown tools, arguments that fail validation
 and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
@@ -41,6 +44,7 @@ from harness.context import RuntimeContext
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
 from harness.kernel.outcome import Paused
+from harness.kernel.tool_context import ToolContext
 
 __all__ = ["Tool", "ToolFailure", "Toolkit"]
 
@@ -130,6 +134,7 @@ class Tool:
     input_model: type[BaseModel]
     schema: ToolSchema
     context_param: str | None
+    tool_context_param: str | None = None
 
     @classmethod
     def from_function(
@@ -169,6 +174,7 @@ class Tool:
             raise TypeError(msg) from exc
         fields: dict[str, Any] = {}
         context_param: str | None = None
+        tool_context_param: str | None = None
         for param in inspect.signature(func).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 msg = f"tool {tool_name!r}: *args and **kwargs cannot be described to a model"
@@ -176,6 +182,9 @@ class Tool:
             annotation = hints.get(param.name, Any)
             if annotation is RuntimeContext or _strip_none(annotation) is RuntimeContext:
                 context_param = param.name
+                continue
+            if annotation is ToolContext or _strip_none(annotation) is ToolContext:
+                tool_context_param = param.name
                 continue
             doc = arg_docs.get(param.name)
             if param.default is inspect.Parameter.empty:
@@ -204,9 +213,11 @@ class Tool:
         parameters.setdefault("properties", {})
         text = description if description is not None else summary
         schema = ToolSchema(name=tool_name, description=text, parameters=parameters)
-        return cls(tool_name, text, func, model, schema, context_param)
+        return cls(tool_name, text, func, model, schema, context_param, tool_context_param)
 
-    async def run(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock | Paused:
+    async def run(
+        self, call: ToolUseBlock, ctx: RuntimeContext, context: ToolContext | None = None
+    ) -> ToolResultBlock | Paused:
         """Validate the arguments, run the function, and wrap whatever happens as a result.
 
         A :class:`~harness.kernel.Paused` the function returns is returned as it is: the
@@ -231,6 +242,8 @@ class Tool:
         kwargs = {key: getattr(parsed, key) for key in type(parsed).model_fields}
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
+        if self.tool_context_param is not None:
+            kwargs[self.tool_context_param] = context
         try:
             if inspect.iscoroutinefunction(self.func):
                 value = await self.func(**kwargs)
@@ -340,10 +353,12 @@ class Toolkit:
             self._schemas = [tool.schema for tool in self._tools.values()]
         return self._schemas
 
-    async def call(self, call: ToolUseBlock, ctx: RuntimeContext) -> ToolResultBlock | Paused:
-        """Run one tool call; never raises except on cancellation."""
+    async def call(
+        self, call: ToolUseBlock, ctx: RuntimeContext, context: ToolContext | None = None
+    ) -> ToolResultBlock | Paused:
+        """Run one tool call, in ``context`` when an agent runs it; raises only on cancellation."""
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
             return _error(call, f"unknown tool '{call.name}'. Available tools: {available}")
-        return await tool.run(call, ctx)
+        return await tool.run(call, ctx, context)

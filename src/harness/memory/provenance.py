@@ -43,7 +43,6 @@ from harness.memory.render import is_summary
 from harness.workspace.ledger import Ledger, Record, ledger_for
 
 if TYPE_CHECKING:
-    from harness.context import RuntimeContext
     from harness.stores.base import BaseStore
     from harness.workspace import WorkspaceManager
 
@@ -55,7 +54,6 @@ __all__ = [
     "Provenance",
     "Source",
     "Trust",
-    "TurnTrust",
     "Writer",
     "attribute",
     "entry_digest",
@@ -286,31 +284,6 @@ def judge_turn(messages: Sequence[Msg]) -> Judgement:
     sources = tuple(m.id for m in turn if m.role != "assistant" or trusts[m.id] is Trust.UNTRUSTED)
     trust = lowest((trusts[m.id] for m in turn), Trust.USER)
     return Judgement(trust, sources, origin(turn))
-
-
-class TurnTrust:
-    """The judgement of each session's running turn, as the memory tools ask it.
-
-    :class:`~harness.hooks.memory_provenance.MemoryProvenanceHook` sets it right before a tool
-    runs (the tool cannot see the conversation); a tool that finds no judgement for its call's
-    session takes the call as untrusted.
-    """
-
-    def __init__(self) -> None:
-        self._turns: dict[tuple[str | None, str | None, str | None], Judgement] = {}
-
-    @staticmethod
-    def _key(ctx: RuntimeContext) -> tuple[str | None, str | None, str | None]:
-        return (ctx.user_id, ctx.session_id, ctx.agent)
-
-    def set(self, ctx: RuntimeContext, judgement: Judgement) -> None:
-        self._turns[self._key(ctx)] = judgement
-
-    def of(self, ctx: RuntimeContext) -> Judgement:
-        return self._turns.get(self._key(ctx), Judgement(Trust.UNTRUSTED))
-
-    def forget(self, ctx: RuntimeContext) -> None:
-        self._turns.pop(self._key(ctx), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Session persistence: each conversation saved per user, agent and session."""
 
 from harness.session.compactions import COMPACTIONS_SUFFIX, CompactionLog
+from harness.session.deletion import SessionFiles
 from harness.session.lease import (
     FileLeases,
     ProcessLeases,
@@ -16,6 +17,7 @@ __all__ = [
     "CompactionLog",
     "FileLeases",
     "ProcessLeases",
+    "SessionFiles",
     "SessionFsync",
     "SessionLeases",
     "SessionStore",

@@ -28,12 +28,12 @@ from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
-from harness.kernel import ToolFailure
+from harness.kernel import ToolContext, ToolFailure
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
 from harness.memory.presentation import present_hits, present_line, search_memory
-from harness.memory.provenance import Entry, Judgement, Provenance, Trust, TurnTrust
+from harness.memory.provenance import Entry, Judgement, Provenance, Trust, judge_turn
 from harness.tools._paths import tool_path
 from harness.workspace import (
     MAX_TEXT_BYTES,
@@ -59,9 +59,6 @@ class MemoryTools:
         workspace: Whose memory files the tools read and write.
         maintenance: The search index (None: a keyword scan).
         provenance: Where saves are recorded (default: the workspace's ledger).
-        turns: The judgement of each session's running turn, which an agent's
-            :class:`~harness.hooks.memory_provenance.MemoryProvenanceHook` keeps. Without it
-            the tools are the operator's code calling them directly, and a save is the user's.
         clock: The current time; the daily log is named by its local date.
     """
 
@@ -71,13 +68,11 @@ class MemoryTools:
         maintenance: MemoryMaintenance | None,
         *,
         provenance: Provenance | None = None,
-        turns: TurnTrust | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.workspace = workspace
         self.maintenance = maintenance
         self.provenance = provenance or Provenance.for_workspace(workspace)
-        self.turns = turns
         self.clock = clock
 
     def tools(self) -> list[Callable[..., Any]]:
@@ -167,7 +162,13 @@ class MemoryTools:
             numbered.append(f"... ({len(lines) - last} more lines; pass start_line={last + 1})")
         return "\n".join(numbered)
 
-    async def memory_save(self, fact: str, ctx: RuntimeContext, target: str | None = None) -> str:
+    async def memory_save(
+        self,
+        fact: str,
+        ctx: RuntimeContext,
+        target: str | None = None,
+        running: ToolContext | None = None,
+    ) -> str:
         """Save a durable fact to long-term memory.
 
         Args:
@@ -182,7 +183,9 @@ class MemoryTools:
         section = "" if target is None or daily else _section(target)
         if isinstance(section, ToolFailure):
             return section
-        judged = self.turns.of(ctx) if self.turns is not None else Judgement(Trust.USER)
+        # As far as the model's words may be believed, from what it has read in the call's
+        # conversation; without a call, the operator's own code saves, on the user's trust.
+        judged = judge_turn(running.messages) if running is not None else Judgement(Trust.USER)
         held = not judged.trust.trusted  # waits for review, in the daily log
         now = self.clock()
         rel = daily_log_path(now.astimezone().date()) if daily or held else MEMORY_MD

@@ -10,9 +10,19 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from _outcomes import ran
+from _outcomes import answer, ran
 from harness.context import RuntimeContext
-from harness.kernel import ImageBlock, TextBlock, Tool, Toolkit, ToolResultBlock, ToolUseBlock
+from harness.kernel import (
+    ImageBlock,
+    ReActAgent,
+    TextBlock,
+    Tool,
+    ToolContext,
+    Toolkit,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from harness.models import ScriptedChatModel
 
 
 def use(name: str, call_id: str = "call_1", **arguments: Any) -> ToolUseBlock:
@@ -194,6 +204,36 @@ async def test_runtime_context_parameter_receives_the_calls_context() -> None:
     assert result_sync.output == "u1"
     assert seen[0] is CTX
     assert seen[1] is CTX
+
+
+async def test_a_tool_context_parameter_is_hidden_and_receives_the_call_it_runs_in() -> None:
+    seen: list[ToolContext | None] = []
+
+    def note(text: str, running: ToolContext | None = None) -> str:
+        seen.append(running)
+        return text
+
+    model = ScriptedChatModel(
+        [{"tool_calls": [{"name": "note", "input": {"text": "hi"}}]}, {"text": "done"}]
+    )
+    agent = ReActAgent(name="a", model=model, toolkit=[note])
+    smuggled = ran(await agent.toolkit.call(use("note", text="x", running={"agent": "b"}), CTX))
+    ran(await agent.toolkit.call(use("note", text="direct"), CTX))
+
+    answer(await agent.call("take a note", ctx=CTX))
+
+    assert Tool.from_function(note).schema.parameters["properties"] == {"text": {"type": "string"}}
+    assert smuggled.is_error  # the model cannot pass one in
+    [direct, running] = seen
+    assert direct is None  # called without an agent's call
+    assert running is not None
+    assert running.ctx is CTX
+    assert running.agent == "a"
+    assert running.tool_call.name == "note"
+    assert running.tool_call.input == {"text": "hi"}
+    assert running.call_id.startswith("call-")
+    assert [m.role for m in running.messages] == ["user", "assistant"]
+    assert running.messages[0].text == "take a note"
 
 
 def test_schemas_follow_registration_order_and_changes() -> None:
