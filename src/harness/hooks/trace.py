@@ -190,9 +190,15 @@ def _fields(event: Event) -> dict[str, Any]:
         case PostCall():
             return event.outcome.record()
         case ContextOverflow():
+            sizes = {
+                name: value
+                for name in ("requested_tokens", "limit_tokens")
+                if isinstance(value := getattr(event.error, name, None), int)
+            }
             return {
                 "step": event.step,
                 "message": cut(str(event.error), MAX_MESSAGE_CHARS),
+                **sizes,  # as the provider stated them, when it did
             }
         case Error():
             return {

@@ -137,6 +137,14 @@ async def test_the_first_recovery_fits_where_the_guess_ran_out(
     assert saved[0].metadata["compaction"]["first_request"].startswith("My first request")
     if not counts_tools:  # the room the tools do not take is the summary's
         assert model.requests[-1] > 2_048 // 2
+    await agent.aclose()
+    trace = workspace / "agents" / "harness" / "traces" / "s.jsonl"
+    records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    overflow = next(r for r in records if r["event"] == "ContextOverflow")
+    assert (overflow["requested_tokens"], overflow["limit_tokens"]) == (
+        model.requests[0] + 32,
+        2_048,
+    )
 
 
 @pytest.mark.parametrize(("window", "asked"), [(900, 1), (1_200, 2)])
