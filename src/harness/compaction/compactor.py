@@ -196,6 +196,10 @@ class CompactionResult:
 
 PlanCallback = Callable[[CompactionPlan], Awaitable[None]]
 
+MIN_SUMMARY_TOKENS = 120
+"""Estimated tokens below which a sized compaction does not ask for a summary: its header
+alone takes most of them, so whatever the summarizer wrote would be cut away."""
+
 
 class ConversationCompactor:
     """Replaces the start of a conversation with a summary, saving it first.
@@ -315,7 +319,9 @@ class ConversationCompactor:
                 turns it into a ``PreCompact`` event).
             target_tokens: With ``force``, the estimated tokens the new conversation may take
                 (from the provider's sizes, :mod:`harness.compaction.budget`): the summary,
-                and if need be the kept tail's tool results, are cut to fit it.
+                and if need be the kept tail's tool results, are cut to fit it. When the tail
+                leaves the summary less than :data:`MIN_SUMMARY_TOKENS`, the summarizer is not
+                asked (the extractive summary, cut to fit, stands in).
 
         Raises:
             asyncio.CancelledError, AgentInterrupted: The call was interrupted; nothing is
@@ -365,14 +371,20 @@ class ConversationCompactor:
         error: str | None = None
         if head:
             request = first_request(messages)
-            prompt, _ = summary_input(
-                template=config.summary_prompt,
-                request=request,
-                earlier=earlier,
-                prefix=prefix,
-                max_tokens=config.max_summary_input_tokens,
-            )
-            text, error = await self._summarize(prompt)
+            room = None if target_tokens is None else target_tokens - estimate_tokens(tail)
+            if force and room is not None and room < MIN_SUMMARY_TOKENS:
+                # The summary would be cut to its one line anyway: no model call for it.
+                text, error = "", "the context window leaves no room for a summary"
+                logger.info("compaction of %r: %s", ctx.session_id, error)
+            else:
+                prompt, _ = summary_input(
+                    template=config.summary_prompt,
+                    request=request,
+                    earlier=earlier,
+                    prefix=prefix,
+                    max_tokens=config.max_summary_input_tokens,
+                )
+                text, error = await self._summarize(prompt)
             if error is not None:
                 extractive = True
                 text = extractive_summary(

@@ -49,6 +49,7 @@ class CountingWindow:
         self.window = window
         self.counts_tools = counts_tools
         self.requests: list[int] = []  # the tokens of each request of the agent's steps
+        self.summaries = 0  # the summarizer's requests
 
     def tokens(self, messages: Sequence[Msg], tools: Sequence[ToolSchema]) -> int:
         chars = sum(len(m.text) + sum(len(r.text) for r in m.tool_results) for m in messages)
@@ -60,6 +61,7 @@ class CountingWindow:
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
     ) -> AsyncIterator[ChatChunk | ChatResponse]:
         if "<messages>" in messages[-1].text:  # the summarizer
+            self.summaries += 1
             yield ChatResponse(content=[TextBlock(text=SUMMARY)])
             return
         prompt = self.tokens(messages, tools)
@@ -145,6 +147,27 @@ async def test_the_first_recovery_fits_where_the_guess_ran_out(
         model.requests[0] + 32,
         2_048,
     )
+
+
+async def test_no_summary_is_asked_for_when_the_last_turn_leaves_no_room_for_one(
+    workspace: Path,
+) -> None:
+    model = CountingWindow(2_048)
+    agent = agent_for(model, workspace)
+    ctx = RuntimeContext(session_id="s")
+    await agent.sessions.save(ctx, long_turns(6))
+
+    reply = answer(await agent.call("and now? " + "one more long question. " * 60, ctx=ctx))
+
+    assert reply.text == "it fits now"
+    assert len(model.requests) == 2
+    assert model.summaries == 0  # whatever it wrote would have been cut away
+    saved = await agent.sessions.load(ctx)
+    assert saved[0].name == SUMMARY_NAME
+    assert saved[0].text.startswith("(An earlier conversation, saved in ")
+    assert saved[0].metadata["compaction"]["first_request"].startswith("My first request")
+    [record] = await agent.compactions.read("s")
+    assert record["summarizer_error"] == "the context window leaves no room for a summary"
 
 
 @pytest.mark.parametrize(("window", "asked"), [(900, 1), (1_200, 2)])
