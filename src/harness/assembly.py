@@ -185,10 +185,14 @@ class _Assembler:
             else WorkspaceManager(
                 options.workspace or default_workspace(),
                 options.filesystem or _remote(options.store),
+                store=options.store,
             )
         )
+        if options.store is not None and self.workspace.store is None:
+            # Leases and ledgers are shared through the store, whoever made the workspace.
+            self.workspace.store = options.store
         self.sessions = SessionStore(self.workspace, self.name, fsync=options.session_fsync)
-        self.leases = options.session_leases or leases_for(self.workspace, options.store)
+        self.leases = options.session_leases or leases_for(self.workspace)
         # Our own toolkit: the built-in tools are added to it, never to the caller's.
         tools = options.tools
         self.toolkit = Toolkit(tools.tools if isinstance(tools, Toolkit) else tools)
@@ -211,11 +215,9 @@ class _Assembler:
         self.transcript = TranscriptWriter(self.workspace, self.name)
         self.compactions = CompactionLog(self.workspace, self.name)
         # Where each memory entry came from, out of the model's reach.
-        self.provenance = Provenance.for_workspace(self.workspace, options.store)
+        self.provenance = Provenance.for_workspace(self.workspace)
         self.flush = (
-            MemoryFlushManager(
-                self.workspace, self.memory_model, agent=self.name, provenance=self.provenance
-            )
+            MemoryFlushManager(self.workspace, self.memory_model, agent=self.name)
             if options.memory is not None
             else None
         )
@@ -307,7 +309,6 @@ class _Assembler:
             config=memory,
             model=self.memory_model,
             cleanup=evictions_cleanup(self.workspace, eviction),
-            provenance=self.provenance,
         )
         hooks: list[Hook] = [
             MemoryFlushHook(
@@ -325,7 +326,7 @@ class _Assembler:
                 )
             )
         if memory.tools:
-            tools = MemoryTools(self.workspace, maintenance, provenance=self.provenance)
+            tools = MemoryTools(self.workspace, maintenance)
             for tool in [*tools.tools(), *SessionTools(self.workspace, self.name).tools()]:
                 self.toolkit.register(tool)
         return hooks
@@ -443,7 +444,6 @@ class _Assembler:
                 agent_name=self.name,
                 config=config,
                 auto_memory=memory is not None and memory.flush,
-                provenance=self.provenance,
             )
         ]
 
@@ -452,9 +452,7 @@ class _Assembler:
         policy = ApprovalPolicy.of(self.options.approvals)
         if policy is None and not any(marked(tool.func) for tool in self.user_tools):
             return []
-        gate = ApprovalGate(
-            policy or ApprovalPolicy(), ledger_for(self.workspace, self.options.store)
-        )
+        gate = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace))
         self.approvals = gate
         self.desk = ApprovalDesk(
             gate,

@@ -21,6 +21,7 @@ from harness import (
     ScriptExhaustedError,
     TurnNotSaved,
 )
+from harness.filesystem import LocalFilesystem
 from harness.hooks import SessionPersistenceHook, SubagentsHook
 from harness.kernel import (
     ChatChunk,
@@ -33,8 +34,11 @@ from harness.kernel import (
     ToolSchema,
 )
 from harness.mcp import MCPHook
+from harness.memory import Provenance
 from harness.models import ScriptedChatModel
 from harness.session import SessionFsync
+from harness.stores import InMemoryStore
+from harness.workspace.ledger import StoreLedger
 
 
 class EchoModel:
@@ -439,3 +443,24 @@ async def test_session_fsync_syncs_the_session_before_each_request_or_at_the_end
         assert (answer(await agent.call("go", ctx=ctx))).text == "done"
     # before the first request, before the second (after the tool), and the reply
     assert synced.count("messages.jsonl") == syncs
+
+
+async def test_every_memory_writer_shares_the_workspaces_provenance_in_its_store(
+    tmp_path: Path,
+) -> None:
+    """Files on a local disk, ledgers in a shared store: the store keeps the memory ledger.
+
+    The agent hands the provenance to nobody; the flush, consolidation, memory_save and the
+    prompt each ask the workspace for it and get the one object, whose ledger is the store's.
+    """
+    store = InMemoryStore()
+    backend = LocalFilesystem(tmp_path / "ws")
+    async with HarnessAgent(
+        model=ScriptedChatModel([]), workspace=tmp_path / "ws", filesystem=backend, store=store
+    ) as agent:
+        assert agent.workspace.backend is backend
+        assert isinstance(agent.provenance.ledger, StoreLedger)
+        assert Provenance.for_workspace(agent.workspace) is agent.provenance
+        assert agent.maintenance is not None
+        assert agent.maintenance.consolidator is not None
+        assert agent.maintenance.consolidator.provenance is agent.provenance

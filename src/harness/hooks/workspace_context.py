@@ -255,7 +255,7 @@ class WorkspaceContextHook(Hook):
         provenance: Provenance | None = None,
     ) -> None:
         self.workspace = workspace
-        self.provenance = provenance
+        self.provenance = provenance or Provenance.for_workspace(workspace)
         self.agent_name = agent_name
         self.config = config
         self.auto_memory = auto_memory
@@ -413,9 +413,7 @@ class WorkspaceContextHook(Hook):
         return snapshot
 
     async def _book(self, user_id: str | None) -> MemoryBook:
-        """The records of a MEMORY.md's owner (none without provenance: every line unknown)."""
-        if self.provenance is None:
-            return MemoryBook.of(())
+        """The records of a MEMORY.md's owner (a line without one shows as unknown)."""
         return await self.provenance.book(user_id)
 
     def render(

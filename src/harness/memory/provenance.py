@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -72,6 +73,8 @@ the model through ``memory_save``, consolidation, or the operator (adopted, prom
 LEDGER_KIND: Final = "memory"
 COVERED: Final = 0.5
 """A line is drawn from sources that hold at least this share of its words."""
+_PROVENANCES: weakref.WeakKeyDictionary[WorkspaceManager, Provenance] = weakref.WeakKeyDictionary()
+"""The provenance of each workspace (:meth:`Provenance.for_workspace`)."""
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _WORD = re.compile(r"[^\W_]+")
 _HEADING = re.compile(r"#{1,6}\s")
@@ -537,7 +540,19 @@ class Provenance:
     def for_workspace(
         cls, workspace: WorkspaceManager, store: BaseStore | None = None
     ) -> Provenance:
-        return cls(ledger_for(workspace, LEDGER_KIND, store))
+        """The workspace's provenance, one per workspace: every reader and writer shares it.
+
+        The flush, consolidation, ``memory_save`` and the prompt then share one view of the
+        ledger instead of each being handed one. Its ledger is where the workspace keeps state
+        out of the model's reach (:meth:`WorkspaceManager.out_of_reach`: ``store``, else the
+        workspace's own store).
+        """
+        if store is not None:
+            return cls(ledger_for(workspace, LEDGER_KIND, store))
+        shared = _PROVENANCES.get(workspace)
+        if shared is None:
+            shared = _PROVENANCES[workspace] = cls(ledger_for(workspace, LEDGER_KIND))
+        return shared
 
     @staticmethod
     def key(user_id: str | None) -> str:

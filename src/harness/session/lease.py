@@ -229,7 +229,7 @@ class ProcessLeases:
             self._held.discard(key)
 
 
-def leases_for(workspace: WorkspaceManager, store: BaseStore | None) -> SessionLeases:
+def leases_for(workspace: WorkspaceManager, store: BaseStore | None = None) -> SessionLeases:
     """The leases that exclude every caller who can reach this workspace's sessions."""
     where = workspace.out_of_reach("leases", store)
     if where is None:

@@ -101,13 +101,19 @@ class WorkspaceManager:
         backend: Where the files live; the local directory ``root`` when None. Any
             :class:`~harness.filesystem.Storage`; the model's file tools need an
             :class:`~harness.filesystem.AbstractFilesystem`, which every built-in backend is.
+        store: The store several workers share, when the files are elsewhere (a sandbox, say)
+            but the state out of the model's reach (leases, ledgers) must be shared
+            (:meth:`out_of_reach`); a workspace kept in a store needs none.
     """
 
-    def __init__(self, root: str | Path, backend: Storage | None = None) -> None:
+    def __init__(
+        self, root: str | Path, backend: Storage | None = None, *, store: BaseStore | None = None
+    ) -> None:
         self.root = Path(root).expanduser().absolute()
         if backend is None:
             backend = LocalFilesystem(self.root)
         self.backend: Storage = backend
+        self.store = store
         self.generation = 0
         """Writes to the files a prompt shows, in every namespace (see :meth:`generation_of`)."""
         self._generations: dict[str, int] = {}
@@ -129,14 +135,15 @@ class WorkspaceManager:
     def out_of_reach(self, kind: str, store: BaseStore | None = None) -> BaseStore | Path | None:
         """Where state the model must not reach, shared by every process, is kept.
 
-        For the session leases and the approval ledger (``kind`` names the directory): the
-        store when there is one (given, or the one the files are in), else the directory
-        ``<parent>/.<workspace name>.<kind>`` beside a workspace on this machine's disk, which
-        neither the file tools nor the sandbox reach; None when neither exists (a backend of
-        another kind: such state is this process's alone).
+        For the session leases and the ledgers (``kind`` names the directory): the store when
+        there is one (given here, given to the workspace, or the one the files are in), else
+        the directory ``<parent>/.<workspace name>.<kind>`` beside a workspace on this
+        machine's disk, which neither the file tools nor the sandbox reach; None when neither
+        exists (a backend of another kind: such state is this process's alone).
         """
         from harness.filesystem.remote import RemoteFilesystem  # the store's backend
 
+        store = store or self.store
         if store is None and isinstance(self.backend, RemoteFilesystem):
             store = self.backend.store
         if store is not None:
