@@ -184,8 +184,10 @@ class HarnessAgent:
         """Continue the context's session, yielding deltas and tool activity, then the outcome.
 
         The last item is the turn's outcome (:mod:`harness.kernel.outcome`), a failure
-        included. The session's messages and state
-        are loaded under its lease and saved as the turn goes
+        included. A call refused before its turn began raises instead, as :meth:`call` does:
+        input that is not a message, a session another call keeps past ``session_wait``
+        (:class:`~harness.errors.SessionBusy`), a session that cannot be read. The session's
+        messages and state are loaded under its lease and saved as the turn goes
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
