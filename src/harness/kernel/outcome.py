@@ -19,9 +19,9 @@ error of the other two (an interrupted call raises
 streaming caller reads all four as the stream's last item and maps them itself (the CLI to an
 exit code, the server to an HTTP answer).
 
-Every outcome says what the call waits for (``pending``: empty unless it paused) and how it is
-recorded (:meth:`record`), so a hook or an edge that only reports an outcome handles all four
-without asking which it is.
+The two a call returns (:data:`Ended`, what :class:`~harness.kernel.PostCall` carries) both
+say what the call waits for (``pending``: empty unless it paused) and how a trace records them
+(``record``), so a hook that only reports or passes on what waits never asks which it is.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ from harness.kernel.message import Msg
 
 __all__ = ["Cancelled", "Ended", "Failed", "Finished", "Outcome", "Paused"]
 
-_NOTHING: tuple[Mapping[str, Any], ...] = ()
-
 
 @dataclass(frozen=True, slots=True)
 class Finished:
@@ -46,10 +44,11 @@ class Finished:
 
     @property
     def pending(self) -> tuple[Mapping[str, Any], ...]:
-        return _NOTHING
+        """Nothing: a finished call waits for nothing."""
+        return ()
 
     def record(self) -> dict[str, Any]:
-        """The outcome as a trace or a turn log records it."""
+        """The outcome as the trace records it."""
         return {"outcome": "finished", "reply_chars": len(self.reply.text)}
 
 
@@ -87,26 +86,12 @@ class Cancelled:
 
     error: AgentInterrupted
 
-    @property
-    def pending(self) -> tuple[Mapping[str, Any], ...]:
-        return _NOTHING
-
-    def record(self) -> dict[str, Any]:
-        return {"outcome": "cancelled", "error": str(self.error)}
-
 
 @dataclass(frozen=True, slots=True)
 class Failed:
     """An error ended the call; memory keeps what it completed (the input, finished steps)."""
 
     error: BaseException
-
-    @property
-    def pending(self) -> tuple[Mapping[str, Any], ...]:
-        return _NOTHING
-
-    def record(self) -> dict[str, Any]:
-        return {"outcome": "failed", "error": f"{type(self.error).__name__}: {self.error}"}
 
 
 Ended = Finished | Paused
