@@ -57,7 +57,7 @@ import openai
 from langchain_openai import ChatOpenAI
 
 from harness import HarnessAgent, RuntimeContext
-from harness.cli.main import AgentOptions, opened_agent
+from harness.cli._agent import AgentArgs, opened_agent
 from harness.kernel import Finished
 from harness.models import ScriptedChatModel
 
@@ -400,7 +400,7 @@ async def measure_clients(args: argparse.Namespace) -> ClientTimings:
         script.write_text(json.dumps(MEMORY_SCRIPT))
         for name in ("served", "local"):  # a workspace keeps its index and leases beside it
             (root / name).mkdir()
-        local = AgentOptions(root / "local" / "workspace", f"scripted:{script}", None, None, [])
+        local = AgentArgs(workspace=root / "local" / "workspace", model=f"scripted:{script}")
         log = root / "serve.log"
         with harness_serve(root / "served" / "workspace", script, log) as url:
             async with (

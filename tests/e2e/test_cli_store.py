@@ -18,7 +18,7 @@ from _cli_runner import (
 )
 
 from _outcomes import answer
-from harness.cli import main as cli_main
+from harness.cli import _agent
 from harness.errors import WorkspaceError
 from harness.stores import InMemoryStore
 
@@ -170,19 +170,21 @@ async def test_run_and_chat_close_their_store(
 ) -> None:
     """The store's connection is closed after the turn, and when the agent cannot be built."""
     store = ClosedStore()
-    monkeypatch.setattr(cli_main, "open_store", lambda url: store)
+    monkeypatch.setattr(_agent, "open_store", lambda url: store)
     script = write_script(tmp_path / "script.json", [NO_MEMORIES, {"text": "hi"}])
     workspace = tmp_path / "ws"
     if not workspace_usable:
         workspace.write_text("a file where the workspace should be")
-    given = cli_main.AgentOptions(workspace, f"scripted:{script}", "redis://unused", None, None)
+    given = _agent.AgentArgs(
+        workspace=workspace, model=f"scripted:{script}", store="redis://unused"
+    )
 
     if workspace_usable:
-        async with cli_main.opened_agent(given) as agent:
+        async with _agent.opened_agent(given) as agent:
             assert (answer(await agent.call("hello"))).text == "hi"
             assert not store.closed
     else:
         with pytest.raises(WorkspaceError):
-            async with cli_main.opened_agent(given):
+            async with _agent.opened_agent(given):
                 pass
     assert store.closed

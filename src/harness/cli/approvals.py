@@ -10,7 +10,6 @@ approval fails (exit 1). See docs/approvals.md.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,17 +22,12 @@ from harness.approvals import (
     ReviewerDecision,
     ledger_for,
 )
+from harness.cli._agent import AgentArgs, agent_command, opened_agent
 from harness.cli._common import (
     AgentOpt,
-    ApprovalOpt,
-    ContextWindowOpt,
-    MCPConfigOpt,
-    ModelOpt,
-    ModelOptionOpt,
     SessionOpt,
     StoreOpt,
     UserOpt,
-    VerboseOpt,
     WorkspaceOpt,
     not_blank,
     opened_workspace,
@@ -89,36 +83,20 @@ def list_command(
         out.print("No tool call waits for approval.", markup=False, highlight=False)
 
 
-def _decide(
-    decision: ReviewerDecision,
-    ident: str,
-    *,
-    workspace: Path | None,
-    session: str,
-    user: str | None,
-    model: str | None,
-    store: str | None,
-    context_window: int | None,
-    option: list[str] | None,
-    mcp_config: Path | None,
-    approval: list[str] | None,
-    verbose: bool,
-) -> None:
-    from harness.cli.main import AgentOptions, opened_agent  # main imports this module
-
-    setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
+def _decide(decision: ReviewerDecision, ident: str, given: AgentArgs) -> None:
+    """Record ``decision`` on approval ``ident`` and continue what waited for it."""
+    setup_logging(given.verbose)
 
     async def _continue() -> str:
         async with opened_agent(given) as agent:
-            ctx = RuntimeContext(session_id=session, user_id=user)
+            ctx = RuntimeContext(session_id=given.session, user_id=given.user)
             continued = await agent.decide({ident: decision}, ctx=ctx, by="harness approvals")
             if not continued:
                 return replied(await agent.resume(None, ctx=ctx)).text
             # A background task's call: the task goes on here; wait for it as its shutdown
             # would (a task still running then is cancelled, as any task of a closing agent).
             assert agent.tasks is not None
-            record = await agent.tasks.get(continued[ident], user)
+            record = await agent.tasks.get(continued[ident], given.user)
             if record is None:
                 return f"task {continued[ident]} is gone"
             grace = agent.subagents.shutdown_grace_seconds if agent.subagents else 0.0
@@ -129,46 +107,32 @@ def _decide(
 
 
 @approvals_app.command("approve")
+@agent_command()
 def approve_command(
     ident: IdArg,
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
+    given: AgentArgs,
 ) -> None:
     """Approve a call: it runs (once) and the turn continues."""
-    _decide(_decision("approve"), ident, **_given(locals()))
+    _decide(_decision("approve"), ident, given)
 
 
 @approvals_app.command("reject")
+@agent_command()
 def reject_command(
     ident: IdArg,
     message: Annotated[
         str | None,
         typer.Option("--message", "-m", help="Why; the model reads it.", callback=valid_text),
     ] = None,
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
+    *,
+    given: AgentArgs,
 ) -> None:
     """Reject a call: it does not run, the model is told so, and the turn continues."""
-    _decide(_decision("reject", message=message), ident, **_given(locals()))
+    _decide(_decision("reject", message=message), ident, given)
 
 
 @approvals_app.command("edit")
+@agent_command()
 def edit_command(
     ident: IdArg,
     arguments: Annotated[
@@ -177,16 +141,7 @@ def edit_command(
             "--arguments", "-a", help="The arguments to run with, as JSON.", callback=valid_text
         ),
     ],
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
+    given: AgentArgs,
 ) -> None:
     """Run a call with your arguments instead of the model's (checked against the tool)."""
     try:
@@ -196,29 +151,21 @@ def edit_command(
         raise typer.BadParameter(msg) from None
     if not isinstance(parsed, dict):
         raise typer.BadParameter("--arguments must be a JSON object")
-    _decide(_decision("edit", arguments=parsed), ident, **_given(locals()))
+    _decide(_decision("edit", arguments=parsed), ident, given)
 
 
 @approvals_app.command("respond")
+@agent_command()
 def respond_command(
     ident: IdArg,
     text: Annotated[
         str,
         typer.Argument(help="What the model reads instead of the result.", callback=not_blank),
     ],
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
+    given: AgentArgs,
 ) -> None:
     """Answer instead of running the call: the model reads your text as its result."""
-    _decide(_decision("respond", message=text), ident, **_given(locals()))
+    _decide(_decision("respond", message=text), ident, given)
 
 
 def _decision(kind: DecisionKind, **fields: Any) -> ReviewerDecision:
@@ -227,22 +174,3 @@ def _decision(kind: DecisionKind, **fields: Any) -> ReviewerDecision:
         return ReviewerDecision(kind, **fields)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-
-
-_RUN_OPTIONS = (
-    "workspace",
-    "session",
-    "user",
-    "model",
-    "store",
-    "context_window",
-    "option",
-    "mcp_config",
-    "approval",
-    "verbose",
-)
-
-
-def _given(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The options a decision command shares with ``harness run``, from its arguments."""
-    return {name: arguments[name] for name in _RUN_OPTIONS}

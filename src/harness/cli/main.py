@@ -12,13 +12,11 @@ import asyncio
 import contextlib
 import io
 import json
-import os
 import re
 import shlex
 import sys
 import threading
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -27,20 +25,10 @@ from rich.markup import escape
 
 from harness.agent import HarnessAgent
 from harness.approvals import ReviewerDecision
+from harness.cli._agent import AgentArgs, agent_command, opened_agent
 from harness.cli._common import (
-    MCP_CONFIG_ENV,
-    ApprovalOpt,
-    ContextWindowOpt,
-    MCPConfigOpt,
-    ModelOpt,
-    ModelOptionOpt,
-    SessionOpt,
-    StoreOpt,
-    UserOpt,
     VerboseOpt,
-    WorkspaceOpt,
     checked_workspace,
-    model_options,
     not_blank,
     replied,
     run_async,
@@ -55,7 +43,6 @@ from harness.cli.serve import keys_app, serve_command
 from harness.cli.sessions import sessions_app
 from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
-from harness.compaction import CompactionConfig
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
 from harness.kernel import (
@@ -67,8 +54,6 @@ from harness.kernel import (
     ToolStarted,
     settled,
 )
-from harness.models import context_window_from, resolve_model
-from harness.stores import STORE_ENV, open_store
 from harness.workspace import init_workspace
 
 __all__ = ["app", "main"]
@@ -87,72 +72,6 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(keys_app, name="keys")
 app.command("trace")(trace_command)
 app.command("serve")(serve_command)
-
-
-def cli_compaction(context_window: int | None) -> CompactionConfig:
-    """Compaction for the command line, which keeps sessions going across any number of turns.
-
-    With a known window, compact at half of it and keep a fifth: the system prompt and the
-    tools, which the trigger does not count, take much of a small model's window. The summary's
-    input is held to half the window, so the summarizer's own request fits.
-    """
-    if context_window is None:
-        return CompactionConfig()
-    return CompactionConfig(
-        trigger_fraction=0.5,
-        keep_fraction=0.2,
-        context_window=context_window,
-        max_summary_input_tokens=max(1, context_window // 2),
-    )
-
-
-@dataclass(frozen=True)
-class AgentOptions:
-    """What ``run`` and ``chat`` take to build their agent."""
-
-    workspace: Path | None
-    model: str | None
-    store: str | None
-    context_window: int | None
-    options: list[str] | None
-    mcp_config: Path | None = None
-    approvals: list[str] | None = None
-
-
-@contextlib.asynccontextmanager
-async def opened_agent(given: AgentOptions) -> AsyncIterator[HarnessAgent]:
-    """The agent of ``run`` and ``chat``, with compaction sized to the model's window.
-
-    The model is built here, not by the agent, to learn its window first; so it is closed here,
-    and so is the store's connection (the agent closes neither).
-    """
-    url = given.store or os.environ.get(STORE_ENV) or None
-    store = open_store(url) if url else None  # a bad URL is refused before anything is built
-    async with contextlib.AsyncExitStack() as cleanup:
-        if store is not None:
-            cleanup.push_async_callback(store.aclose)
-        window = given.context_window or context_window_from(os.environ)
-        llm = await asyncio.to_thread(
-            resolve_model, given.model, context_window=window, options=model_options(given.options)
-        )
-        close = getattr(llm, "aclose", None)
-        if close is not None:
-            cleanup.push_async_callback(close)
-
-        def build() -> HarnessAgent:  # blocking: it checks, and may create, the workspace
-            return HarnessAgent(
-                model=llm,
-                workspace=checked_workspace(given.workspace).root,
-                store=store,
-                compaction=cli_compaction(window or getattr(llm, "context_window", None)),
-                mcp_config=given.mcp_config or os.environ.get(MCP_CONFIG_ENV) or None,
-                # Always a gate, if an empty one: a session's waiting calls stay waiting for
-                # `harness approvals`, and a new turn is refused until they are decided.
-                approvals=given.approvals or (),
-            )
-
-        async with await asyncio.to_thread(build) as agent:
-            yield agent
 
 
 @app.command()
@@ -192,23 +111,15 @@ def init(
 
 
 @app.command()
+@agent_command()
 def run(
     prompt: Annotated[str, typer.Argument(help="What to ask the agent.", callback=not_blank)],
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
+    given: AgentArgs,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
 ) -> None:
     """Run one turn and print the reply (exit 3 when it waits for approval: docs/approvals.md)."""
-    setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
+    setup_logging(given.verbose)
+    session, user = given.session, given.user
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
@@ -225,26 +136,15 @@ def run(
 
 
 @app.command()
-def chat(
-    workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
-    user: UserOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
-) -> None:
+@agent_command()
+def chat(given: AgentArgs) -> None:
     """Chat with streaming replies; /session [NAME] shows or switches the session, /exit quits.
 
     A tool call that waits for approval is asked about inline; no answer within two minutes
     rejects it.
     """
-    setup_logging(verbose)
-    given = AgentOptions(workspace, model, store, context_window, option, mcp_config, approval)
-    run_async(_chat(opened_agent(given), session, user))
+    setup_logging(given.verbose)
+    run_async(_chat(opened_agent(given), given.session, given.user))
 
 
 async def _chat(

@@ -23,19 +23,12 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final
 
 import typer
 
+from harness.cli._agent import AgentArgs, agent_command, opened_agent
 from harness.cli._common import (
-    ApprovalOpt,
-    ContextWindowOpt,
-    MCPConfigOpt,
-    ModelOpt,
-    ModelOptionOpt,
-    StoreOpt,
-    VerboseOpt,
-    WorkspaceOpt,
     one_line,
     one_line_errors,
     shortened,
@@ -45,9 +38,6 @@ from harness.cli._common import (
 )
 from harness.cli._output import err, out, setup_logging
 from harness.errors import ConfigError, install_hint
-
-if TYPE_CHECKING:
-    from harness.cli.main import AgentOptions  # main imports this module
 
 __all__ = ["keys_app", "serve_command", "worker_app"]
 
@@ -77,28 +67,26 @@ class ServeOptions:
     verbose: bool = False
 
 
-def _agent_options(options: ServeOptions) -> AgentOptions:
+def _agent_args(options: ServeOptions) -> AgentArgs:
     """The options of the served agent, as ``run`` and ``chat`` take them."""
-    from harness.cli.main import AgentOptions
-
-    return AgentOptions(
-        Path(options.workspace) if options.workspace else None,
-        options.model,
-        options.store,
-        options.context_window,
-        options.options,
-        Path(options.mcp_config) if options.mcp_config else None,
-        options.approvals,
+    return AgentArgs(
+        workspace=Path(options.workspace) if options.workspace else None,
+        model=options.model,
+        store=options.store,
+        context_window=options.context_window,
+        options=tuple(options.options),
+        mcp_config=Path(options.mcp_config) if options.mcp_config else None,
+        approvals=tuple(options.approvals),
+        verbose=options.verbose,
     )
 
 
 def _app(options: ServeOptions) -> Any:
     """The ASGI app of ``options``; its agent is built when the server starts."""
-    from harness.cli.main import opened_agent
     from harness.serve import ApiKeys, ServeConfig, create_app
     from harness.serve.guard import allowed_hosts_for
 
-    given = _agent_options(options)
+    given = _agent_args(options)
     has_keys = options.keys or os.environ.get("HARNESS_API_KEYS", "").strip()
     keys = ApiKeys.load([Path(k) for k in options.keys]) if has_keys else None
     config = ServeConfig(
@@ -169,13 +157,9 @@ def _valid_origins(values: list[str] | None) -> list[str] | None:
     return values
 
 
+@agent_command(per_turn=False)
 def serve_command(
-    workspace: WorkspaceOpt = None,
-    model: ModelOpt = None,
-    store: StoreOpt = None,
-    context_window: ContextWindowOpt = None,
-    option: ModelOptionOpt = None,
-    mcp_config: MCPConfigOpt = None,
+    given: AgentArgs,
     host: Annotated[
         str,
         typer.Option(
@@ -238,27 +222,25 @@ def serve_command(
             help="Answer GET /metrics without a key (a scraper on a trusted network).",
         ),
     ] = False,
-    approval: ApprovalOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Serve the agent over HTTP: OpenAI-compatible API, streaming events API, web page at /."""
-    setup_logging(verbose)
+    setup_logging(given.verbose)
     options = ServeOptions(
-        workspace=str(workspace) if workspace else None,
-        model=model,
-        store=store,
-        context_window=context_window,
-        options=list(option or []),
-        mcp_config=str(mcp_config) if mcp_config else None,
+        workspace=str(given.workspace) if given.workspace else None,
+        model=given.model,
+        store=given.store,
+        context_window=given.context_window,
+        options=list(given.options),
+        mcp_config=str(given.mcp_config) if given.mcp_config else None,
         keys=[str(k) for k in keys or []],
         host=host,
         allowed_hosts=list(allowed_host or []),
         session_wait=session_wait,
         turn_timeout=turn_timeout,
-        approvals=list(approval or []),
+        approvals=list(given.approvals),
         cors_origins=list(cors_origin or []),
         metrics_open=metrics_open,
-        verbose=verbose,
+        verbose=given.verbose,
     )
     try:
         with one_line_errors():
@@ -316,9 +298,7 @@ async def _preflight(options: ServeOptions) -> None:
     as a traceback (a worker of several is even started again and again), after listening. The
     agent is cheap to open: a local model loads, and MCP servers start, at the first call.
     """
-    from harness.cli.main import opened_agent
-
-    async with opened_agent(_agent_options(options)):
+    async with opened_agent(_agent_args(options)):
         pass
 
 
