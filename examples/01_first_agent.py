@@ -54,7 +54,7 @@ async def main(workdir: Path) -> None:
     ctx = RuntimeContext(session_id="first", user_id="ada")
     async with HarnessAgent(model=model(), workspace=workspace, tools=[word_count]) as agent:
         question = "How many words in 'to be or not to be'?"
-        reply = await agent.call(question, ctx=ctx)
+        reply = (await agent.call(question, ctx=ctx)).reply
         print(f"you:   {question}\nagent: {reply.text}")
         calls = [block for msg in await agent.sessions.load(ctx) for block in msg.tool_uses]
         for call in calls:
@@ -65,7 +65,7 @@ async def main(workdir: Path) -> None:
         saved = await agent.sessions.load(ctx)
         print(f"restored {len(saved)} messages of session 'first'")
         question = "What did I ask you before?"
-        reply = await agent.call(question, ctx=ctx)
+        reply = (await agent.call(question, ctx=ctx)).reply
         print(f"you:   {question}\nagent: {reply.text}")
 
     session = workspace / "users/ada/agents/harness/context/first/messages.jsonl"

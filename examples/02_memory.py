@@ -54,7 +54,7 @@ async def main(workdir: Path) -> None:
     monday = RuntimeContext(session_id="monday", user_id="ada")
     async with HarnessAgent(model=llm, workspace=workspace, memory=MEMORY) as agent:
         said = "Remember that my dentist appointment is on 14 May at 9:30."
-        reply = await agent.call(said, ctx=monday)
+        reply = (await agent.call(said, ctx=monday)).reply
         print(f"[monday] you:   {said}\n[monday] agent: {reply.text}")
     # Closing the agent waited for the flush that followed the call.
     daily = f"users/ada/memory/{datetime.now().astimezone().date().isoformat()}.md"
@@ -64,7 +64,7 @@ async def main(workdir: Path) -> None:
     friday = RuntimeContext(session_id="friday", user_id="ada")  # a new, empty session
     async with HarnessAgent(model=llm, workspace=workspace, memory=MEMORY) as agent:
         asked = "When is my dentist appointment?"
-        reply = await agent.call(asked, ctx=friday)
+        reply = (await agent.call(asked, ctx=friday)).reply
         for message in await agent.sessions.load(friday):
             for result in message.tool_results:
                 print(f"memory_search returned:\n{result.text}\n")

@@ -72,7 +72,7 @@ async def main(workdir: Path) -> None:
     ctx = RuntimeContext(session_id="ops")
     async with agent:
         for question in ("Check the server log.", "How many lines?", "What was the error?"):
-            reply = await agent.call(question, ctx=ctx)
+            reply = (await agent.call(question, ctx=ctx)).reply
             print(f"you: {question}\nagent: {reply.text}")
             if question.startswith("Check"):
                 results = [r for m in await agent.sessions.load(ctx) for r in m.tool_results]

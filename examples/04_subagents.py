@@ -74,7 +74,7 @@ async def main(workdir: Path) -> None:
     async with agent:
         assert agent.tasks is not None
         ask = "Have the log analyst check today's log in the background."
-        reply = await agent.call(ask, ctx=ctx)
+        reply = (await agent.call(ask, ctx=ctx)).reply
         print(f"you:   {ask}\nagent: {reply.text}")
         for task in await agent.tasks.records("ada", session_id="delegation"):
             task = await agent.tasks.wait(task, 30)
@@ -82,7 +82,7 @@ async def main(workdir: Path) -> None:
             print(f"  result file: users/ada/{agent.tasks.result_path(task.task_id)}")
             print(f"  result: {await agent.tasks.result(task)}")
         later = "Any news?"
-        reply = await agent.call(later, ctx=ctx)
+        reply = (await agent.call(later, ctx=ctx)).reply
         notices = [
             m.text
             for m in await agent.sessions.load(ctx)

@@ -64,13 +64,13 @@ async def main(workdir: Path) -> None:
             ("bob", bob, "Read my note, please."),
             ("ada", ada, "Read my note, please."),
         ]:
-            reply = await agent.call(text, ctx=ctx)
+            reply = (await agent.call(text, ctx=ctx)).reply
             print(f"[{who}] you:   {text}\n[{who}] agent: {reply.text}")
         # Calls for different users run concurrently on one agent.
         replies = await asyncio.gather(
             *(agent.call("Which company do we work for?", ctx=ctx) for ctx in (ada, bob))
         )
-        print(f"both users at once (knowledge/ is shared): {[r.text for r in replies]}")
+        print(f"both users at once (knowledge/ is shared): {[r.reply.text for r in replies]}")
     print("files:")
     for path in await asyncio.to_thread(tree, workspace):
         print(f"  {path}")

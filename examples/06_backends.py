@@ -66,7 +66,7 @@ async def sandbox(workdir: Path) -> None:
     async with HarnessAgent(
         model=model(), workspace=root, filesystem=backend, memory=None
     ) as agent:
-        reply = await agent.call("Run the build.", ctx=ctx)
+        reply = (await agent.call("Run the build.", ctx=ctx)).reply
         (result,) = [r.text for m in await agent.sessions.load(ctx) for r in m.tool_results]
         print(f"sandbox: execute returned:\n{result}\nagent: {reply.text}")
     # Only the caller's namespace, users/ada/, was writable inside the sandbox.
@@ -88,7 +88,7 @@ async def remote(workdir: Path) -> None:
             memory=memory,
         ) as agent:
             restored = len(await agent.sessions.load(ctx))
-            reply = await agent.call(text, ctx=ctx)
+            reply = (await agent.call(text, ctx=ctx)).reply
             print(f"remote [{worker}] restored {restored} messages from the store")
             print(f"remote [{worker}] you: {text}\nremote [{worker}] agent: {reply.text}")
     keys = [item.key for item in await store.search(("fs",))]

@@ -321,7 +321,7 @@ class ReActAgent:
                 return Finished(message)
             pending = await self._act_all(call, calls)
             if pending:
-                return Paused(tuple(pending))
+                return Paused(tuple(pending), reply=message)
         return Finished(await self._reason(call, self.max_iters, final=True))
 
     async def _reason(self, call: _Call, step: int, *, final: bool) -> Msg:
@@ -425,7 +425,8 @@ class ReActAgent:
         """
         pending = await self._act_all(call, waiting, resumed=True)
         if pending:
-            return Paused(tuple(pending), accepted=not inputs)
+            turn = next(m for m in reversed(call.memory) if m.role == "assistant")
+            return Paused(tuple(pending), accepted=not inputs, reply=turn)
         call.memory.extend(inputs)
         return None
 

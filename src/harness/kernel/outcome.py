@@ -20,14 +20,16 @@ streaming caller reads all four as the stream's last item and maps them itself (
 exit code, the server to an HTTP answer).
 
 The two a call returns (:data:`Ended`, what :class:`~harness.kernel.PostCall` carries) both
-say what the call waits for (``pending``: empty unless it paused) and how a trace records them
-(``record``), so a hook that only reports or passes on what waits never asks which it is.
+carry the model's last turn (``reply``: its answer, or the turn whose calls wait), say what
+the call waits for (``pending``: empty unless it paused) and how a trace records them
+(``record``), so code that only shows the reply, reports the outcome or passes on what waits
+never asks which it is: ``(await agent.call(text)).reply.text``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import AgentInterrupted
@@ -65,6 +67,9 @@ class Paused:
     pending: tuple[Mapping[str, Any], ...]
     accepted: bool = True
     """False when the call's new input was refused because these calls waited already."""
+    reply: Msg = field(kw_only=True)
+    """The model's turn whose calls wait (its text is what the model said before them), so
+    ``outcome.reply`` is the model's last word whichever way the call ended."""
 
     @property
     def message(self) -> str:

@@ -442,7 +442,8 @@ def _told(outcome: Ended, child: _Child, head: str | None = None) -> str | Pause
     match outcome:
         case Paused(pending, accepted):
             about = {"subagent": child.agent_id, "child_key": child.key}
-            return Paused(tuple({**request, **about} for request in pending), accepted)
+            surfaced = tuple({**request, **about} for request in pending)
+            return Paused(surfaced, accepted, reply=outcome.reply)
         case Finished(reply):
             return reply.text if head is None else f"{head}status: ok\nreply:\n{reply.text}"
 

@@ -94,6 +94,7 @@ async def test_a_deferred_call_pauses_after_its_siblings_ran_and_keeps_the_turn(
     assert list(pause.pending) == [{"id": "a1", "tool": "deploy"}]
     assert tools.runs == [("note", "deploying")]  # the ungated sibling ran, once
     assert [m.role for m in memory] == ["user", "assistant", "tool"]
+    assert pause.reply is memory[1]  # the model's turn whose call waits
     assert [u.name for u in memory[1].tool_uses] == ["deploy", "note"]
     assert memory[2].tool_results[0].output == "noted"
 
@@ -163,6 +164,7 @@ async def test_a_new_message_is_refused_while_a_call_waits_and_is_not_kept() -> 
 
     refused = waits(await react.call("something else", memory=memory))
     assert not refused.accepted
+    assert refused.reply is before[1]
     assert "the new message was not accepted" in refused.message
 
     assert memory == before
