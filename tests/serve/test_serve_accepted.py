@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import HarnessAgent
-from harness.kernel import Msg
+from harness.kernel import History, SessionState
 from harness.models import ScriptedChatModel
 from harness.serve import ServeConfig
-from harness.serve.state import stream_turn
+from harness.serve.streams import TurnStreams
 from harness.serve.turns import Turns
 
 QUESTION = "Please keep this question: what is the capital of Portugal?"
@@ -43,17 +43,20 @@ def in_a_workspace(main: Callable[[Path], Coroutine[Any, Any, T]]) -> T:
 
 
 def slowed(agent: HarnessAgent, seconds: float) -> Callable[[], None]:
-    """Make the agent's session loads take ``seconds`` longer; returns what undoes it."""
-    load = agent.sessions.load
+    """Make the agent's session loads take ``seconds`` longer; returns what undoes it.
 
-    async def slow_load(*args: Any, **kwargs: Any) -> list[Msg]:
+    A call loads its session with ``restore`` (messages and state in one trip).
+    """
+    restore = agent.sessions.restore
+
+    async def slow_restore(*args: Any, **kwargs: Any) -> tuple[History, SessionState]:
         await asyncio.sleep(seconds)
-        return await load(*args, **kwargs)
+        return await restore(*args, **kwargs)
 
-    agent.sessions.load = slow_load  # type: ignore[method-assign]
+    agent.sessions.restore = slow_restore  # type: ignore[method-assign]
 
     def undo() -> None:
-        agent.sessions.load = load  # type: ignore[method-assign]
+        agent.sessions.restore = restore  # type: ignore[method-assign]
 
     return undo
 
@@ -65,8 +68,9 @@ async def _stop_at(
     async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
         undo = slowed(agent, load_delay)
         turns = Turns(agent, ServeConfig())
+        streams = TurnStreams(turns)
         ctx = turns.context(None, "s")
-        starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=detach))
+        starting = asyncio.ensure_future(streams.start(ctx, QUESTION, detach=detach))
         await asyncio.sleep(stop_after)
         told = starting.done()
         if told:  # the client has heard turn.started: now it stops the turn
@@ -80,7 +84,7 @@ async def _stop_at(
         else:  # the client leaves before it heard anything
             starting.cancel()
             await asyncio.gather(starting, return_exceptions=True)
-        await turns.aclose()
+        await streams.aclose()
         undo()
         saved = [message.text for message in await agent.sessions.load(ctx)]
     if told:
@@ -121,12 +125,12 @@ def test_a_turn_that_fails_before_the_agent_took_its_input_still_starts_with_tur
         model = ScriptedChatModel([{"text": "Lisbon."}])
         async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
 
-            async def broken(*args: Any, **kwargs: Any) -> list[Msg]:
+            async def broken(*args: Any, **kwargs: Any) -> tuple[History, SessionState]:
                 raise RuntimeError("a bug in a backend")
 
-            agent.sessions.load = broken  # type: ignore[method-assign]
+            agent.sessions.restore = broken  # type: ignore[method-assign]
             turns = Turns(agent, ServeConfig())
-            turn = await stream_turn(turns, turns.context(None, "s"), QUESTION)
+            turn = await TurnStreams(turns).start(turns.context(None, "s"), QUESTION)
             await turn.wait()
             return list(turn.emitted)
 
@@ -144,13 +148,14 @@ def test_closing_stops_a_detached_turn_whose_client_left_before_it_started() -> 
         async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
             slowed(agent, 0.2)
             turns = Turns(agent, ServeConfig())
+            streams = TurnStreams(turns)
             ctx = turns.context(None, "s")
-            starting = asyncio.ensure_future(stream_turn(turns, ctx, QUESTION, detach=True))
+            starting = asyncio.ensure_future(streams.start(ctx, QUESTION, detach=True))
             await asyncio.sleep(0.01)
             starting.cancel()  # the client leaves before turn.started
             await asyncio.gather(starting, return_exceptions=True)
-            assert len(turns.running) == 1  # detached: it goes on
-            await asyncio.wait_for(turns.aclose(), timeout=2)
-            assert not turns.running
+            assert len(streams.running) == 1  # detached: it goes on
+            await asyncio.wait_for(streams.aclose(), timeout=2)
+            assert not streams.running
 
     in_a_workspace(run)

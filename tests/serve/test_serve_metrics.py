@@ -1,7 +1,8 @@
 """``GET /metrics`` counts the turns a served agent ran, as Prometheus scrapes it.
 
 Needs :meth:`harness.serve.metrics.TurnMetrics.observe` wired into the turn's pump
-(``harness.serve.state.stream_turn``): every served turn's events pass through it.
+(``harness.serve.streams.TurnStream``, which every route starts through
+``TurnStreams.start``): every served turn's events pass through it.
 """
 
 from __future__ import annotations

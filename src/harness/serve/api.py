@@ -25,7 +25,8 @@ from harness.memory.provenance import Decision
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
-from harness.serve.state import IdentifiedEvent, ServeState, stream_turn
+from harness.serve.state import ServeState
+from harness.serve.streams import IdentifiedEvent
 from harness.serve.turn_log import parse_event_id
 from harness.session.catalogue import SessionCatalogue
 from harness.subagents import TaskRecord, TaskRepository
@@ -73,9 +74,7 @@ def native_router(state: ServeState) -> APIRouter:
         user = state.authenticate(request)
         ctx = state.context(user, session_id)
         body = await read_body(request, TurnRequest, state.config)
-        text = state.checked_input(body.input)
-        await state.refuse_while_waiting(ctx)
-        turn = await stream_turn(state.turns, ctx, text, detach=body.detach)
+        turn = await state.streams.start(ctx, body.input, detach=body.detach)
         return _streamed(turn.identified(state.config.ping_seconds), turn.closing())
 
     @router.get("/sessions/{session_id}/events", response_model=None)
@@ -128,7 +127,7 @@ def native_router(state: ServeState) -> APIRouter:
             raise RequestRefused(400, "invalid_decision", str(exc)) from None
         if tasks.keys() == given.keys():  # background tasks go on; no turn of the session waits
             return JSONResponse({"tasks": tasks}, status_code=202)
-        turn = await stream_turn(state.turns, ctx, None)
+        turn = await state.streams.start(ctx, None)
         return _streamed(turn.identified(state.config.ping_seconds), turn.closing())
 
     @router.get("/sessions")

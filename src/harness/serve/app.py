@@ -44,6 +44,7 @@ from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, 
 from harness.serve.openai_api import ChatRequest, openai_router
 from harness.serve.responses_api import ResponsesRequest, responses_router
 from harness.serve.state import ServeState
+from harness.serve.streams import TurnStreams
 from harness.serve.turns import Turns
 
 __all__ = ["AgentOpener", "create_app"]
@@ -69,8 +70,8 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
                 if isinstance(agent, HarnessAgent)
                 else await stack.enter_async_context(agent())
             )
-            state = ServeState(Turns(served, config), config)
-            stack.push_async_callback(state.turns.aclose)  # before the agent closes
+            state = ServeState(TurnStreams(Turns(served, config)), config)
+            stack.push_async_callback(state.streams.aclose)  # before the agent closes
             app.include_router(openai_router(state))
             app.include_router(responses_router(state))
             app.include_router(native_router(state))

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import RequestRefused
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
-from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
+from harness.serve.state import ServeState, until_disconnected
+from harness.serve.streams import TurnStream
 from harness.serve.turns import failure_status
 
 __all__ = ["SESSION_HEADER", "TOOL_ACTIVITY", "openai_router", "served_model"]
@@ -132,9 +133,7 @@ def openai_router(state: ServeState) -> APIRouter:
             (body.metadata or {}).get("session_id") or "default"
         )
         ctx = state.context(user, session)
-        text = state.checked_input(new_turn(body.messages))
-        await state.refuse_while_waiting(ctx)
-        turn = await stream_turn(state.turns, ctx, text)
+        turn = await state.streams.start(ctx, new_turn(body.messages))
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage)
         headers = {SESSION_HEADER: session}

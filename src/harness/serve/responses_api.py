@@ -46,7 +46,8 @@ from harness.errors import RequestRefused
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.openai_api import SESSION_HEADER, served_model, waiting_text
-from harness.serve.state import ServeState, TurnStream, stream_turn, until_disconnected
+from harness.serve.state import ServeState, until_disconnected
+from harness.serve.streams import TurnStream
 from harness.serve.turns import check_session_id, failure_status
 from harness.session import MESSAGES_FILE
 
@@ -162,9 +163,7 @@ def responses_router(state: ServeState) -> APIRouter:
         ctx = state.context(user, session)
         if body.previous_response_id is not None and not await _has_messages(state, ctx):
             raise _not_found(body.previous_response_id)
-        text = state.checked_input(new_input(body.input))
-        await state.refuse_while_waiting(ctx)
-        turn = await stream_turn(state.turns, ctx, text)
+        turn = await state.streams.start(ctx, new_input(body.input))
         reply = _Reply(name, session, body)
         headers = {SESSION_HEADER: session}
         if body.stream:

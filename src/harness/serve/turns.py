@@ -1,11 +1,13 @@
 """Running one served turn: one at a time per session, bounded in time, stopped by a disconnect.
 
-Every endpoint that runs the agent goes through :meth:`Turns.run`, which yields the turn's
-events (:mod:`harness.serve.events`). Before the first event it takes the session's *turn
-gate*: a lease on the session (:mod:`harness.session.lease`, so it holds across workers on
-one store or one disk) that a second request waits for up to ``session_wait`` seconds and
-then gets :class:`~harness.errors.SessionBusy` (409). The gate is taken before any response
-is sent, so the 409 is a status code, not an event in a stream that already said 200.
+Every endpoint that runs the agent starts its turn with
+:meth:`harness.serve.streams.TurnStreams.start`, which runs :meth:`Turns.run` in a task of its
+own; :meth:`Turns.run` yields the turn's events (:mod:`harness.serve.events`). Before the
+first event it takes the session's *turn gate*: a lease on the session
+(:mod:`harness.session.lease`, so it holds across workers on one store or one disk) that a
+second request waits for up to ``session_wait`` seconds and then gets
+:class:`~harness.errors.SessionBusy` (409). The gate is taken before any response is sent, so
+the 409 is a status code, not an event in a stream that already said 200.
 
 ``turn.started`` goes out once the agent has taken the turn's input (the kernel's
 ``accepted``): from then on, however the turn ends, the session keeps the input. A turn ends in
@@ -34,7 +36,7 @@ import dataclasses
 import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from harness.agent import HarnessAgent
 from harness.context import RuntimeContext
@@ -45,9 +47,6 @@ from harness.serve.config import ServeConfig
 from harness.serve.events import error_code, event_of, outcome_events
 from harness.session.keys import session_key
 from harness.workspace import user_prefix
-
-if TYPE_CHECKING:
-    from harness.serve.state import TurnStream
 
 __all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id", "failure_status"]
 
@@ -86,21 +85,6 @@ class Turns:
         # each flush with the context of the call it flushed, which carries the turn's id.
         self._flushes: dict[str, list[TurnEvent]] = {}
         agent.flush_observers.append(self._flushed)
-        self.live: dict[str, TurnStream] = {}
-        """The turns this process runs, by session directory: what a reconnect reads first."""
-        self.running: set[TurnStream] = set()
-        """Every turn of this process until it ends, also one not started yet."""
-
-    async def aclose(self) -> None:
-        """Stop the turns still running and wait for them.
-
-        Detached ones whose clients left, and those whose clients left before they started.
-        """
-        turns = list(self.running)
-        for turn in turns:
-            turn.stop()
-        for turn in turns:
-            await turn.wait()
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
         return RuntimeContext(user_id=user_id, session_id=check_session_id(session_id))

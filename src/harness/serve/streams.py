@@ -1,0 +1,263 @@
+"""A served turn in a task of its own, and the one way a route starts one.
+
+Every route that runs the agent (the native ``/v1/sessions/{id}/turns`` and its approvals'
+continuation, chat completions, the Responses API) starts its turn with
+:meth:`TurnStreams.start`: it checks a new turn's input, refuses a session whose tool calls wait
+for approval, runs :meth:`~harness.serve.turns.Turns.run` in a :class:`TurnStream` and returns
+once the turn holds its session and has sent ``turn.started`` (or raises the 409 of a busy
+session). How the route then reads the stream (server-sent events, or the whole answer), and
+whether the turn outlives its client (``detach``), is the stream's, not the route's.
+
+:class:`TurnStreams` is also what this process knows of its running turns, by session: where a
+reconnect reads first, what a cancel stops, what the server's shutdown waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from starlette.background import BackgroundTask
+
+from harness.context import RuntimeContext
+from harness.errors import RequestRefused, SessionBusy
+from harness.kernel.cancelling import cancel_and_wait
+from harness.serve.metrics import TURN_METRICS
+from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, CancelWatch, TurnLogWriter, event_id
+from harness.serve.turns import TurnEvent, Turns
+
+__all__ = ["IdentifiedEvent", "TurnStream", "TurnStreams"]
+
+IdentifiedEvent = tuple[str, str, Mapping[str, Any]]
+"""An event as a stream sends it: its id (``<turn>.<n>``), its name and its payload."""
+
+logger = logging.getLogger("harness.serve")
+
+
+class TurnStreams:
+    """The turns this process runs, each a :class:`TurnStream`: the one place a turn starts."""
+
+    def __init__(self, turns: Turns) -> None:
+        self.turns = turns
+        self.live: dict[str, TurnStream] = {}
+        """The turns this process runs, by session directory: what a reconnect reads first."""
+        self.running: set[TurnStream] = set()
+        """Every turn of this process until it ends, also one not started yet."""
+
+    async def start(
+        self, ctx: RuntimeContext, text: str | None, *, detach: bool = False
+    ) -> TurnStream:
+        """Start a turn; once this returns it holds the session and has sent ``turn.started``.
+
+        ``text`` is the new turn's input, checked here; None continues a turn that paused for
+        approval (its decisions recorded). ``detach``: the turn goes on when its client leaves.
+
+        Raises:
+            RequestRefused: 413 or 400 for input that cannot be a turn; 409
+                ``approvals_pending`` for a new turn of a session that waits for decisions;
+                409 ``session_busy`` when another turn kept the session for ``session_wait``
+                seconds.
+        """
+        if text is not None:
+            text = self._checked_input(text)
+            await self._refuse_while_waiting(ctx)
+        turn = TurnStream(self, ctx, text, detach)
+        try:
+            await turn.started()
+        except BaseException:  # the request went away before its turn began: so does the turn
+            await turn.aclose()
+            raise
+        return turn
+
+    async def aclose(self) -> None:
+        """Stop the turns still running and wait for them.
+
+        Detached ones whose clients left, and those whose clients left before they started.
+        """
+        turns = list(self.running)
+        for turn in turns:
+            turn.stop()
+        for turn in turns:
+            await turn.wait()
+
+    def _checked_input(self, text: str) -> str:
+        limit = self.turns.config.max_input_chars
+        if len(text) > limit:
+            msg = f"the new turn is {len(text):,} characters; at most {limit:,} are accepted"
+            raise RequestRefused(413, "input_too_long", msg)
+        if not text.strip():
+            raise RequestRefused(400, "empty_input", "the new turn has no text")
+        return text
+
+    async def _refuse_while_waiting(self, ctx: RuntimeContext) -> None:
+        """409 before a new turn on a session whose tool calls wait for approval.
+
+        A background task's request does not block the conversation: the task waits, not the
+        session's turn.
+        """
+        pending = await self.turns.agent.pending_approvals(ctx)
+        waiting = [request for request in pending if request.task_id is None]
+        if waiting:
+            msg = (
+                f"session {ctx.session_id!r} waits for {len(waiting)} approval(s); decide them "
+                f"at /v1/sessions/{ctx.session_id}/approvals before a new turn"
+            )
+            raise RequestRefused(409, "approvals_pending", msg)
+
+
+class TurnStream:
+    """A running turn that holds its session: its events, kept for every reader.
+
+    The turn runs in a task of its own, from taking the session's gate to releasing it, so its
+    time limit and its lease belong to one task whatever the responses do. Its events are kept
+    in order (and in the session's turn log, :mod:`harness.serve.turn_log`), so a reader that
+    comes later, a client that reconnected, starts where it left off.
+
+    Closing the stream (its response ended, the client left) stops the turn if it is still
+    running, unless the turn was started ``detach``-ed: then it runs on (within the turn time
+    limit) and a client may come back for it. :meth:`stop` stops it either way.
+    """
+
+    def __init__(
+        self, streams: TurnStreams, ctx: RuntimeContext, text: str | None, detach: bool
+    ) -> None:
+        self.ctx = ctx
+        self.detach = detach
+        self.id = uuid.uuid4().hex
+        self.emitted: list[TurnEvent] = []
+        """Every event so far, in order: what a late reader starts from."""
+        self.done = False
+        self._streams = streams
+        self._turns = streams.turns
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._log: TurnLogWriter | None = None
+        self._pump = asyncio.create_task(self._run(text), name=f"turn-{self.id[:8]}")
+        streams.running.add(self)
+        self._pump.add_done_callback(lambda _: streams.running.discard(self))
+
+    @property
+    def directory(self) -> str:
+        return self._turns.agent.sessions.directory(self.ctx)
+
+    def _add(self, event: TurnEvent) -> None:
+        if not self.emitted:  # turn.started: the gate is ours, so is the session's turn log
+            workspace = self._turns.agent.workspace
+            self._log = TurnLogWriter(workspace, f"{self.directory}/{TURN_LOG}", self.id)
+            self._streams.live[self.directory] = self
+        if self._log is not None:
+            self._log.add(len(self.emitted), *event)
+        self.emitted.append(event)
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    async def _run(self, text: str | None) -> None:
+        watch: CancelWatch | None = None
+        try:
+            turn = TURN_METRICS.observe(self._turns.run(self.ctx, text))
+            async with contextlib.aclosing(turn) as events:
+                async for event in events:
+                    if watch is None:
+                        watch = CancelWatch(
+                            self._turns.agent.workspace,
+                            f"{self.directory}/{CANCEL_FILE}",
+                            self.id,
+                            self.stop,
+                        )
+                    self._add(event)
+        except asyncio.CancelledError:
+            if self._stopping and self.emitted:
+                self._add(("turn.cancelled", {"session_id": self.ctx.session_id}))
+            raise
+        except SessionBusy:
+            raise
+        except Exception:
+            logger.exception("a served turn failed")
+            self._add(
+                ("error", {"code": "internal_error", "message": "the turn failed; see the log"})
+            )
+        finally:
+            self.done = True
+            self._wake.set()
+            if watch is not None:
+                await watch.aclose()
+            if self._log is not None:
+                await self._log.close()
+            if self._streams.live.get(self.directory) is self:
+                del self._streams.live[self.directory]
+
+    async def started(self) -> None:
+        """Wait for ``turn.started``.
+
+        Raises:
+            RequestRefused: 409 ``session_busy`` when another turn kept the session for
+                ``session_wait`` seconds.
+        """
+        while not self.emitted and not self.done:
+            await self._wake.wait()
+        if self.emitted:
+            return
+        try:
+            await self._pump
+        except SessionBusy:
+            msg = (
+                f"session {self.ctx.session_id!r} is running another turn; retry when it has "
+                f"finished (waited {self._turns.config.session_wait:g} s)"
+            )
+            raise RequestRefused(409, "session_busy", msg) from None
+        raise AssertionError("a turn ended before it started")  # pragma: no cover
+
+    async def identified(
+        self, ping_seconds: float | None = None, after: int = -1
+    ) -> AsyncIterator[IdentifiedEvent | None]:
+        """The events after the ``after``-th, with their ids, until the turn ends.
+
+        A None after each ``ping_seconds`` of silence, when given.
+        """
+        n = after + 1
+        while True:
+            if n < len(self.emitted):
+                name, data = self.emitted[n]
+                yield event_id(self.id, n), name, data
+                n += 1
+                continue
+            if self.done:
+                return
+            wake = self._wake
+            try:
+                await asyncio.wait_for(wake.wait(), ping_seconds)
+            except TimeoutError:
+                yield None
+
+    async def events(self, ping_seconds: float | None = None) -> AsyncIterator[TurnEvent | None]:
+        """The events in order from the first; a None after each ``ping_seconds`` of silence.
+
+        Leaving the loop early closes the stream (:meth:`aclose`).
+        """
+        try:
+            async for item in self.identified(ping_seconds):
+                yield None if item is None else (item[1], item[2])
+        finally:
+            await self.aclose()
+
+    def stop(self) -> None:
+        """Stop the turn, as a stopped ``harness run`` is; it ends with ``turn.cancelled``."""
+        if not self._pump.done():
+            self._stopping = True
+            self._pump.cancel()
+
+    async def aclose(self) -> None:
+        """The response is done with the turn: stop it, unless it was started detached."""
+        if not self.detach and not self._pump.done():
+            await cancel_and_wait(self._pump)
+
+    async def wait(self) -> None:
+        await asyncio.wait({self._pump})
+
+    def closing(self) -> BackgroundTask:
+        """Closes the turn after its response, however that ended."""
+        return BackgroundTask(self.aclose)
