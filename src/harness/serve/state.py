@@ -26,11 +26,14 @@ __all__ = ["ServeState", "until_disconnected"]
 
 @dataclass(frozen=True, slots=True)
 class ServeState:
+    """What every route holds: this process's turns and the server's configuration."""
+
     streams: TurnStreams
     config: ServeConfig
 
     @property
     def turns(self) -> Turns:
+        """The turn engine the streams run: the served agent, each session's turn gate."""
         return self.streams.turns
 
     def authenticate(self, request: Request) -> str | None:
