@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import ConfigError
 from harness.kernel import ChatModel
 from harness.models._overflow import looks_like_context_overflow
+from harness.models._shared import DEFAULT_LOCAL_CONTEXT_WINDOW
 from harness.models.scripted import ScriptedChatModel, ScriptTurn
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ _SPECS = "openai:<model>, anthropic:<model>, local[:<file.gguf>] or scripted:<pa
 
 CONTEXT_WINDOW_ENV = "HARNESS_CONTEXT_WINDOW"
 
-DEFAULT_LOCAL_CONTEXT_WINDOW = 8192
 MIN_CONTEXT_WINDOW = 256
 """The smallest window ``--context-window`` and ``HARNESS_CONTEXT_WINDOW`` take: below it not
 even a short prompt and its answer fit, and compaction's fractions of it round to nothing."""

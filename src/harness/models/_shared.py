@@ -15,12 +15,17 @@ from harness.errors import ModelError
 from harness.kernel import INVALID_ARGUMENTS_KEY, Msg, TextBlock
 
 __all__ = [
+    "DEFAULT_LOCAL_CONTEXT_WINDOW",
     "SDKChatModel",
     "checked_options",
     "nearest_error_class",
     "parse_tool_arguments",
     "system_text",
 ]
+
+DEFAULT_LOCAL_CONTEXT_WINDOW = 8192
+"""The context window a local model is given when nobody says (``models/__init__`` and
+``local.py`` both need it, so it lives below both)."""
 
 logger = logging.getLogger("harness.models")
 

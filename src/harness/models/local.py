@@ -58,11 +58,10 @@ from harness.kernel import (
     Usage,
     new_id,
 )
-from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW
 from harness.models._chatml import END, MESSAGE, choice_grammar, render
 from harness.models._native_check import check_runs_here
 from harness.models._overflow import looks_like_context_overflow, overflow_error
-from harness.models._shared import parse_tool_arguments
+from harness.models._shared import DEFAULT_LOCAL_CONTEXT_WINDOW, parse_tool_arguments
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
