@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +17,7 @@ from harness.hooks.skills import skills_section
 from harness.kernel import Msg, PreReasoning, TextBlock, ToolResultBlock
 from harness.models import ScriptedChatModel
 from harness.skills import MAX_DESCRIPTION_CHARS, Skill, SkillRepository, parse_skill
+from harness.skills import repository as skills_repository
 from harness.tools import FilesystemTools, SkillTools
 from harness.tools.skills import MAX_LISTED_RESOURCES, format_skill
 from harness.workspace import WorkspaceManager
@@ -192,15 +193,22 @@ async def test_a_users_broken_skill_leaves_the_shared_one(
     assert any("users/alice/skills/report/SKILL.md" in r.getMessage() for r in caplog.records)
 
 
-async def test_edits_show_up_after_the_refresh_interval(workspace: Path) -> None:
+async def test_edits_show_up_after_the_refresh_interval(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The repository's clock, moved by hand: no sleep past the interval, and no slow moment of
+    # a loaded machine that passes it before the cached read.
+    now = [1000.0]
+    monkeypatch.setattr(skills_repository, "time", SimpleNamespace(monotonic=lambda: now[0]))
     add_skill(workspace, "report", "Old.")
     repository = repo(workspace, refresh_seconds=0.2)
     first = await repository.skills(None)
     assert first["report"].description == "Old."
     add_skill(workspace, "report", "New.")
     add_skill(workspace, "extra", "Added.")
+    now[0] += 0.19
     assert await repository.skills(None) is first  # cached within the interval
-    await asyncio.sleep(0.25)  # let the monotonic clock pass the interval
+    now[0] += 0.02  # past it
     second = await repository.skills(None)
     assert second["report"].description == "New."
     assert list(second) == ["extra", "report"]
