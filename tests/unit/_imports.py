@@ -9,6 +9,15 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, a relative one resolved from ``package``."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
+
+
 def imported_modules(source: str, package: str) -> list[str]:
     """Every module an import statement in ``source`` names, relative imports resolved."""
     modules: list[str] = []
@@ -16,12 +25,7 @@ def imported_modules(source: str, package: str) -> list[str]:
         if isinstance(node, ast.Import):
             modules.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                module = f"{base}.{node.module}" if node.module else base
-            else:
-                module = node.module or ""
+            module = _absolute(node, package)
             if module == "harness":
                 # `from harness import x` may import the submodule harness.x
                 modules.extend(f"harness.{alias.name}" for alias in node.names)
@@ -68,12 +72,7 @@ def module_imports(source: str, package: str, modules: Collection[str]) -> set[s
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                module = f"{base}.{node.module}" if node.module else base
-            else:
-                module = node.module or ""
+            module = _absolute(node, package)
             for alias in node.names:
                 if f"{module}.{alias.name}" in modules:
                     found.add(f"{module}.{alias.name}")
