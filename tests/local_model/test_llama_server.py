@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from _outcomes import answer, ran
+from _outcomes import answer
 from conftest import LlamaServer
 from harness import CompactionConfig, HarnessAgent
 from harness.context import RuntimeContext
@@ -102,7 +102,7 @@ async def test_a_forced_tool_call_is_executed_and_its_result_sent_back(
     (call,) = [block for block in first.content if isinstance(block, ToolUseBlock)]
     assert call.name == "add"
     assert all(isinstance(call.input[name], int) for name in ("a", "b")), call.input
-    result = ran(await toolkit.call(call, RuntimeContext()))
+    result = await toolkit.call(call, RuntimeContext())
     assert not result.is_error
     assert result.text == str(call.input["a"] + call.input["b"])
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 from _mcp_helpers import SERVER, other_tasks
 
-from _outcomes import ran
 from _processes import free_port, running_server
 from harness.context import RuntimeContext
 from harness.kernel import ToolUseBlock
@@ -48,15 +47,11 @@ async def test_tools_over_streamable_http(http_url: str) -> None:
         assert sorted(tools) == ["web__add", "web__fail"]
         assert tools["web__add"].schema.parameters["required"] == ["a", "b"]
 
-        ok = ran(
-            await tools["web__add"].run(
-                ToolUseBlock(id="1", name="web__add", input={"a": 5, "b": 6}), RuntimeContext()
-            )
+        ok = await tools["web__add"].run(
+            ToolUseBlock(id="1", name="web__add", input={"a": 5, "b": 6}), RuntimeContext()
         )
-        failed = ran(
-            await tools["web__fail"].run(
-                ToolUseBlock(id="2", name="web__fail", input={"reason": "r"}), RuntimeContext()
-            )
+        failed = await tools["web__fail"].run(
+            ToolUseBlock(id="2", name="web__fail", input={"reason": "r"}), RuntimeContext()
         )
 
     assert (ok.is_error, ok.output) == (False, "11")
@@ -71,10 +66,8 @@ async def test_a_server_with_headers_uses_its_own_http_client_and_closes_it(http
 
     async with MCPToolset([server]) as toolset:
         (echo,) = toolset.tools
-        result = ran(
-            await echo.run(
-                ToolUseBlock(id="1", name="web__echo", input={"text": "hey"}), RuntimeContext()
-            )
+        result = await echo.run(
+            ToolUseBlock(id="1", name="web__echo", input={"text": "hey"}), RuntimeContext()
         )
         assert result.output == "hey"
 

@@ -9,7 +9,6 @@ import time
 import pytest
 from _mcp_helpers import alive, other_tasks, stdio_server
 
-from _outcomes import ran
 from harness.context import RuntimeContext
 from harness.kernel import Tool, ToolUseBlock
 from harness.mcp import MCPServerConfig, MCPToolset
@@ -20,9 +19,7 @@ WARNING_PREFIX = "MCP server 'broken' is not available, the agent runs without i
 async def run(tools: list[Tool], name: str, **arguments: object) -> tuple[bool, str]:
     """Call a tool as the agent's toolkit would; (is_error, output text)."""
     tool = next(tool for tool in tools if tool.name == name)
-    result = ran(
-        await tool.run(ToolUseBlock(id="t1", name=name, input=arguments), RuntimeContext())
-    )
+    result = await tool.run(ToolUseBlock(id="t1", name=name, input=arguments), RuntimeContext())
     assert isinstance(result.output, str)
     return result.is_error, result.output
 

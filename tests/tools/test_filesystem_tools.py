@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _outcomes import ran
 from harness import RuntimeContext
 from harness.filesystem.base import FileInfo, GrepMatch, GrepResult, ListResult, ReadResult
 from harness.filesystem.local import LocalFilesystem
@@ -402,16 +401,16 @@ async def test_tools_run_through_the_toolkit_with_the_calls_context(workspace: P
     write = ToolUseBlock(
         id="c1", name="write_file", input={"path": "n.md", "content": "one\ntwo\n"}
     )
-    assert (ran(await toolkit.call(write, ALICE))).output == "Written to n.md"
+    assert (await toolkit.call(write, ALICE)).output == "Written to n.md"
     assert (workspace / "users" / "alice" / "n.md").read_text() == "one\ntwo\n"
     read = ToolUseBlock(id="c2", name="read_file", input={"path": "n.md", "offset": 1})
-    assert (ran(await toolkit.call(read, ALICE))).output == "2\ttwo"
+    assert (await toolkit.call(read, ALICE)).output == "2\ttwo"
     edit = ToolUseBlock(
         id="c3", name="edit_file", input={"path": "n.md", "old_string": "two", "new_string": "2"}
     )
-    assert (ran(await toolkit.call(edit, ALICE))).output == "Edited n.md (1 replacement(s))"
+    assert (await toolkit.call(edit, ALICE)).output == "Edited n.md (1 replacement(s))"
     listing = ToolUseBlock(id="c4", name="list_files", input={})
-    assert (ran(await toolkit.call(listing, BOB))).output == "Empty or not a directory: /"
+    assert (await toolkit.call(listing, BOB)).output == "Empty or not a directory: /"
 
 
 _KEPT_SPELLINGS = st.sampled_from(["agents", "Agents", "AGENTS", "./agents", "/agents", "agents/"])

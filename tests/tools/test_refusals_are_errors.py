@@ -10,7 +10,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _outcomes import ran
 from harness import RuntimeContext
 from harness.filesystem.local import LocalFilesystem
 from harness.filesystem.shell import LocalShell
@@ -116,7 +115,7 @@ def calls() -> st.SearchStrategy[tuple[str, dict[str, Any], RuntimeContext]]:
 def run(
     toolkit: Toolkit, name: str, arguments: dict[str, Any], ctx: RuntimeContext
 ) -> ToolResultBlock:
-    return ran(asyncio.run(toolkit.call(ToolUseBlock(id="c1", name=name, input=arguments), ctx)))
+    return asyncio.run(toolkit.call(ToolUseBlock(id="c1", name=name, input=arguments), ctx))
 
 
 @settings(

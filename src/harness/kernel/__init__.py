@@ -58,7 +58,15 @@ from harness.kernel.model import (
     complete,
     usage_fields,
 )
-from harness.kernel.outcome import Cancelled, Ended, Failed, Finished, Outcome, Paused
+from harness.kernel.outcome import (
+    Cancelled,
+    Ended,
+    Failed,
+    Finished,
+    Outcome,
+    Paused,
+    pending_of,
+)
 from harness.kernel.state import SessionState
 from harness.kernel.streaming import (
     Progress,
@@ -140,6 +148,7 @@ __all__ = [
     "lost_result",
     "new_call_id",
     "new_id",
+    "pending_of",
     "report",
     "settled",
     "storable",

@@ -64,7 +64,15 @@ from harness.kernel.message import (
     unanswered_calls,
 )
 from harness.kernel.model import ChatModel, ChatResponse, usage_fields
-from harness.kernel.outcome import Cancelled, Ended, Failed, Finished, Outcome, Paused
+from harness.kernel.outcome import (
+    Cancelled,
+    Ended,
+    Failed,
+    Finished,
+    Outcome,
+    Paused,
+    pending_of,
+)
 from harness.kernel.state import SessionState
 from harness.kernel.streaming import (
     STREAM,
@@ -78,7 +86,7 @@ from harness.kernel.streaming import (
     ended,
 )
 from harness.kernel.tool_context import ToolContext
-from harness.kernel.toolkit import Tool, Toolkit
+from harness.kernel.toolkit import Tool, Toolkit, tool_result
 
 __all__ = [
     "DEFAULT_MAX_ITERS",
@@ -467,12 +475,9 @@ class ReActAgent:
             if isinstance(decision, Defer):
                 pending += [decision.request, *decision.more]
             elif isinstance(decision, Run):
-                result = results[index]
-                if isinstance(result, Paused):  # the tool's work waits: so does its call
-                    via = {"via_tool_call": use.id, "via_tool": use.name, "via_input": use.input}
-                    pending += [{**request, **via} for request in result.pending]
-                else:
-                    call.memory.append(result)
+                acted = results[index]
+                call.memory.extend(acted.results)
+                pending += acted.pending
             else:  # answered without running
                 given = storable(decision.result.model_copy(update={"id": use.id}))
                 if call.emit is not None:
@@ -480,7 +485,13 @@ class ReActAgent:
                 call.memory.append(Msg.tool_result(given))
         return pending
 
-    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> Msg | Paused:
+    async def _act(self, call: _Call, use: ToolUseBlock, run: Run) -> _Acted:
+        """Run one call; its result, or what it waits for when the tool's own work waits.
+
+        A tool's value that waits (:func:`~harness.kernel.outcome.pending_of`: a subagent whose
+        call waits for approval) makes the call wait, each request naming the call it came
+        through; any other value is the call's result.
+        """
         ctx, emit = call.ctx, call.emit
         if run.arguments is not None:  # the tool runs with what a reviewer gave, not the model
             use = use.model_copy(update={"input": dict(run.arguments)})
@@ -489,9 +500,11 @@ class ReActAgent:
             emit(ToolStarted(use))
         started = time.perf_counter()
         context = ToolContext(ctx, call.agent, call.id, use, tuple(call.memory), call.state)
-        result = await self.toolkit.call(use, ctx, context)
-        if isinstance(result, Paused):  # the tool's work waits (a subagent's approval)
-            return result
+        value = await self.toolkit.invoke(use, ctx, context, instead=run.instead)
+        if pending := pending_of(value):
+            via = {"via_tool_call": use.id, "via_tool": use.name, "via_input": use.input}
+            return _Acted(pending=tuple({**request, **via} for request in pending))
+        result = tool_result(use, value)
         if run.note:
             result = _noted(result, run.note)
         event = PostActing(
@@ -504,7 +517,15 @@ class ReActAgent:
         result = storable(event.result)  # a file name that is not UTF-8, say: escaped, not lost
         if emit is not None:
             emit(ToolFinished(result))
-        return Msg.tool_result(result)
+        return _Acted(results=(Msg.tool_result(result),))
+
+
+@dataclass(frozen=True, slots=True)
+class _Acted:
+    """What one run call gives its step: its result for memory, or the requests it waits for."""
+
+    results: tuple[Msg, ...] = ()
+    pending: tuple[Mapping[str, Any], ...] = ()
 
 
 def _noted(result: ToolResultBlock, note: str) -> ToolResultBlock:

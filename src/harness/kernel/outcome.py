@@ -35,7 +35,7 @@ from typing import Any
 from harness.errors import AgentInterrupted
 from harness.kernel.message import Msg
 
-__all__ = ["Cancelled", "Ended", "Failed", "Finished", "Outcome", "Paused"]
+__all__ = ["Cancelled", "Ended", "Failed", "Finished", "Outcome", "Paused", "pending_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,13 @@ Ended = Finished | Paused
 """The outcomes ``call`` returns (the other two raise their error)."""
 
 Outcome = Finished | Paused | Cancelled | Failed
+
+
+def pending_of(value: object) -> tuple[Mapping[str, Any], ...]:
+    """What a tool's value waits for: a :class:`Paused`'s requests, else nothing.
+
+    The one test of a tool's value for a pause, shared by the two readers of such values: the
+    agent's loop (the call waits) and a background task, which keeps what its tool would have
+    returned (the task waits).
+    """
+    return value.pending if isinstance(value, Paused) else ()

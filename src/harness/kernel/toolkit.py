@@ -13,7 +13,8 @@ Running a tool never raises into the agent loop: unknown tools, arguments that f
 and exceptions inside the tool all come back as a :class:`ToolResultBlock` with
 ``is_error=True`` and a message the model can act on. A tool whose work waits for a decision (a
 subagent whose own call waits for approval) returns a :class:`~harness.kernel.Paused` instead
-of a result, and its call pauses with it (:mod:`harness.kernel.outcome`). A tool that refuses
+of a result, and its call pauses with it: the agent reads every tool's value
+(:meth:`Toolkit.invoke`), the toolkit never looks at what it is. A tool that refuses
 or fails without raising returns its message as a :class:`ToolFailure`, which is marked
 ``is_error`` too. Sync tools run in a worker thread so they cannot block the event loop.
 """
@@ -27,7 +28,7 @@ import logging
 import re
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -43,7 +44,6 @@ from pydantic import (
 from harness.context import RuntimeContext
 from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
-from harness.kernel.outcome import Paused
 from harness.kernel.tool_context import ToolContext
 
 __all__ = ["Tool", "ToolFailure", "Toolkit"]
@@ -217,11 +217,18 @@ class Tool:
 
     async def run(
         self, call: ToolUseBlock, ctx: RuntimeContext, context: ToolContext | None = None
-    ) -> ToolResultBlock | Paused:
-        """Validate the arguments, run the function, and wrap whatever happens as a result.
+    ) -> ToolResultBlock:
+        """Validate the arguments, run the function, and wrap whatever happens as a result."""
+        return tool_result(call, await self.invoke(call, ctx, context))
 
-        A :class:`~harness.kernel.Paused` the function returns is returned as it is: the
-        tool's work waits, and so does its call.
+    async def invoke(
+        self, call: ToolUseBlock, ctx: RuntimeContext, context: ToolContext | None = None
+    ) -> Any:
+        """Validate the arguments and run the function: its value as it returned it.
+
+        A call that could not run (its arguments do not validate) or that raised is its error
+        result. The agent reads the value (:func:`tool_result`), so that a value the loop must
+        see as it is (a :class:`~harness.kernel.Paused`) reaches it unwrapped.
         """
         raw = call.input.get(INVALID_ARGUMENTS_KEY)
         if isinstance(raw, str):
@@ -244,24 +251,40 @@ class Tool:
             kwargs[self.context_param] = ctx
         if self.tool_context_param is not None:
             kwargs[self.tool_context_param] = context
-        try:
-            if inspect.iscoroutinefunction(self.func):
-                value = await self.func(**kwargs)
-            else:
-                value = await asyncio.to_thread(self.func, **kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-        except Exception as exc:
-            logger.debug("tool %s failed", self.name, exc_info=True)
-            return _error(call, f"{type(exc).__name__}: {exc}")
-        if isinstance(value, Paused):
-            return value
-        return ToolResultBlock(
-            id=call.id,
-            name=call.name,
-            output=_to_output(value),
-            is_error=isinstance(value, ToolFailure),
-        )
+        if inspect.iscoroutinefunction(self.func):
+            return await _guarded(call, lambda: self.func(**kwargs))
+        return await _guarded(call, lambda: asyncio.to_thread(self.func, **kwargs))
+
+
+async def _guarded(call: ToolUseBlock, work: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``work`` returns (awaited again if it is awaitable), or its error as the result.
+
+    A tool's failure is the model's to read, never the loop's to raise.
+    """
+    try:
+        value = await work()
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        logger.debug("tool %s failed", call.name, exc_info=True)
+        return _error(call, f"{type(exc).__name__}: {exc}")
+    return value
+
+
+def tool_result(call: ToolUseBlock, value: Any) -> ToolResultBlock:
+    """A tool's value as the result the model reads for ``call``.
+
+    A :class:`ToolFailure` is an error result; a :class:`ToolResultBlock` (a call that could
+    not run, or a tool that made its own result) is taken as it is, bound to ``call``.
+    """
+    if isinstance(value, ToolResultBlock):
+        return value.model_copy(update={"id": call.id, "name": call.name})
+    return ToolResultBlock(
+        id=call.id,
+        name=call.name,
+        output=_to_output(value),
+        is_error=isinstance(value, ToolFailure),
+    )
 
 
 _DESCRIBED: weakref.WeakKeyDictionary[
@@ -355,10 +378,27 @@ class Toolkit:
 
     async def call(
         self, call: ToolUseBlock, ctx: RuntimeContext, context: ToolContext | None = None
-    ) -> ToolResultBlock | Paused:
+    ) -> ToolResultBlock:
         """Run one tool call, in ``context`` when an agent runs it; raises only on cancellation."""
+        return tool_result(call, await self.invoke(call, ctx, context))
+
+    async def invoke(
+        self,
+        call: ToolUseBlock,
+        ctx: RuntimeContext,
+        context: ToolContext | None = None,
+        *,
+        instead: Callable[[], Awaitable[Any]] | None = None,
+    ) -> Any:
+        """Run one tool call and return its value unread (:meth:`Tool.invoke`).
+
+        With ``instead``, that runs in the tool's place (a hook's :class:`~harness.kernel.Run`
+        said so), its value and its failure read as the tool's would be.
+        """
+        if instead is not None:
+            return await _guarded(call, instead)
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
             return _error(call, f"unknown tool '{call.name}'. Available tools: {available}")
-        return await tool.run(call, ctx, context)
+        return await tool.invoke(call, ctx, context)

@@ -38,13 +38,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.context import RuntimeContext
 from harness.kernel.cancelling import cancel_and_wait
-from harness.kernel.outcome import Paused
+from harness.kernel.outcome import Paused, pending_of
 from harness.memory.config import Clock, utc_now
 from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment, scoped
 
@@ -311,12 +311,13 @@ class TaskRepository:
         """Run ``work`` to a final status; the result is saved before ``completed``."""
         try:
             result = await work()
-            if isinstance(result, Paused):
-                await self._wait(record, result)
+            if pending := pending_of(result):
+                await self._wait(record, pending)
                 return
+            reply = cast(str, result)  # a value that waits for nothing is the child's reply
             try:
                 written = await self.workspace.write_text(
-                    self.result_path(record.task_id), result, record.user_id
+                    self.result_path(record.task_id), reply, record.user_id
                 )
             except OSError as exc:
                 error = f"the result could not be saved: {exc}"
@@ -330,24 +331,27 @@ class TaskRepository:
             logger.warning("task %s (%s) failed: %r", record.task_id, record.agent_id, exc)
             await self._settle(record, TaskStatus.FAILED, error=str(exc) or type(exc).__name__)
 
-    async def _wait(self, record: TaskRecord, paused: Paused) -> None:
+    async def _wait(self, record: TaskRecord, pending: Sequence[Mapping[str, Any]]) -> None:
         """The child waits for approval: its requests are recorded, then the task waits."""
         if self.on_wait is None:
-            error = f"its subagent waits for an approval nobody can give here: {paused.message}"
+            error = (
+                f"its subagent waits for {len(pending)} approval(s) nobody can give here "
+                "(this agent has no approval policy to record them in)"
+            )
             await self._settle(record, TaskStatus.FAILED, error=error)
             return
         try:
-            await self.on_wait(record, paused.pending)
+            await self.on_wait(record, pending)
         except Exception as exc:
             logger.warning("task %s could not wait for approval: %r", record.task_id, exc)
             error = f"its approval requests could not be recorded: {exc}"
             await self._settle(record, TaskStatus.FAILED, error=error)
             return
-        expiries = [p.get("expires_at") for p in paused.pending]
+        expiries = [p.get("expires_at") for p in pending]
         until = max((e for e in expiries if isinstance(e, int | float)), default=None)
         changes: dict[str, object] = {
             "status": TaskStatus.WAITING,
-            "approvals": tuple(str(p.get("id")) for p in paused.pending),
+            "approvals": tuple(str(p.get("id")) for p in pending),
             "waiting_until": datetime.fromtimestamp(until, UTC) if until is not None else None,
             "heartbeat_at": self.clock(),
         }

@@ -10,10 +10,12 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from _outcomes import answer, ran
+from _outcomes import answer
 from harness.context import RuntimeContext
 from harness.kernel import (
     ImageBlock,
+    Msg,
+    Paused,
     ReActAgent,
     TextBlock,
     Tool,
@@ -197,8 +199,8 @@ async def test_runtime_context_parameter_receives_the_calls_context() -> None:
 
     toolkit = Toolkit([whoami, whoami_sync])
 
-    result = ran(await toolkit.call(use("whoami"), CTX))
-    result_sync = ran(await toolkit.call(use("whoami_sync"), CTX))
+    result = await toolkit.call(use("whoami"), CTX)
+    result_sync = await toolkit.call(use("whoami_sync"), CTX)
 
     assert result.output == "u1@s1"
     assert result_sync.output == "u1"
@@ -217,8 +219,8 @@ async def test_a_tool_context_parameter_is_hidden_and_receives_the_call_it_runs_
         [{"tool_calls": [{"name": "note", "input": {"text": "hi"}}]}, {"text": "done"}]
     )
     agent = ReActAgent(name="a", model=model, toolkit=[note])
-    smuggled = ran(await agent.toolkit.call(use("note", text="x", running={"agent": "b"}), CTX))
-    ran(await agent.toolkit.call(use("note", text="direct"), CTX))
+    smuggled = await agent.toolkit.call(use("note", text="x", running={"agent": "b"}), CTX)
+    await agent.toolkit.call(use("note", text="direct"), CTX)
 
     answer(await agent.call("take a note", ctx=CTX))
 
@@ -319,7 +321,7 @@ def test_good_tool_names_are_accepted(name: str) -> None:
 async def test_arguments_are_validated_and_defaults_applied() -> None:
     toolkit = Toolkit([search])
 
-    result = ran(await toolkit.call(use("search", query="q", tags=["a"], color="red"), CTX))
+    result = await toolkit.call(use("search", query="q", tags=["a"], color="red"), CTX)
 
     assert result == ToolResultBlock(
         id="call_1", name="search", output="q|10|['a']|fast|Color.RED|1.5"
@@ -333,7 +335,7 @@ async def test_sync_tool_runs_off_the_event_loop_thread() -> None:
         threads.append(threading.get_ident())
         return "ok"
 
-    result = ran(await Toolkit([where]).call(use("where"), CTX))
+    result = await Toolkit([where]).call(use("where"), CTX)
 
     assert result.output == "ok"
     assert threads != [threading.get_ident()]
@@ -353,7 +355,7 @@ async def test_blocking_sync_tool_does_not_block_the_loop() -> None:
     assert await asyncio.to_thread(started.wait, 5)
     release.set()
 
-    assert ran(await task).output == "released"
+    assert (await task).output == "released"
 
 
 async def test_async_tool_runs_on_the_loop() -> None:
@@ -364,7 +366,7 @@ async def test_async_tool_runs_on_the_loop() -> None:
         await asyncio.sleep(0)
         return n * 2
 
-    result = ran(await Toolkit([where]).call(use("where", n=21), CTX))
+    result = await Toolkit([where]).call(use("where", n=21), CTX)
 
     assert result.output == "42"
     assert threads == [threading.get_ident()]
@@ -377,13 +379,13 @@ async def test_sync_tool_returning_an_awaitable_is_awaited() -> None:
     def deferred() -> Awaitable[str]:
         return later()
 
-    result = ran(await Toolkit([deferred]).call(use("deferred"), CTX))
+    result = await Toolkit([deferred]).call(use("deferred"), CTX)
 
     assert result.output == "awaited"
 
 
 async def test_invalid_argument_type_is_an_error_result_naming_the_field() -> None:
-    result = ran(await Toolkit([search]).call(use("search", query="q", limit="many"), CTX))
+    result = await Toolkit([search]).call(use("search", query="q", limit="many"), CTX)
 
     assert result.is_error is True
     assert result.id == "call_1"
@@ -397,10 +399,10 @@ async def test_invalid_argument_type_is_an_error_result_naming_the_field() -> No
 async def test_missing_and_unknown_arguments_are_error_results() -> None:
     toolkit = Toolkit([search])
 
-    missing = ran(await toolkit.call(use("search"), CTX))
-    unknown = ran(await toolkit.call(use("search", query="q", bogus=1), CTX))
-    bad_enum = ran(await toolkit.call(use("search", query="q", mode="slow"), CTX))
-    nested = ran(await toolkit.call(use("search", query="q", tags=["ok", 3]), CTX))
+    missing = await toolkit.call(use("search"), CTX)
+    unknown = await toolkit.call(use("search", query="q", bogus=1), CTX)
+    bad_enum = await toolkit.call(use("search", query="q", mode="slow"), CTX)
+    nested = await toolkit.call(use("search", query="q", tags=["ok", 3]), CTX)
 
     assert missing.is_error
     assert missing.output == "Error: invalid arguments for tool 'search': query: Field required"
@@ -422,7 +424,7 @@ async def test_several_invalid_arguments_are_all_named() -> None:
     def pair(a: int, b: int) -> int:
         return a + b
 
-    result = ran(await Toolkit([pair]).call(use("pair", a="x"), CTX))
+    result = await Toolkit([pair]).call(use("pair", a="x"), CTX)
 
     assert result.is_error
     assert result.output == (
@@ -441,8 +443,8 @@ async def test_exception_in_tool_is_an_error_result() -> None:
 
     toolkit = Toolkit([explode, explode_sync])
 
-    result = ran(await toolkit.call(use("explode", path="a.txt"), CTX))
-    result_sync = ran(await toolkit.call(use("explode_sync", call_id="c2"), CTX))
+    result = await toolkit.call(use("explode", path="a.txt"), CTX)
+    result_sync = await toolkit.call(use("explode_sync", call_id="c2"), CTX)
 
     assert result == ToolResultBlock(
         id="call_1",
@@ -460,7 +462,7 @@ async def test_unknown_tool_lists_available_tools() -> None:
     def beta() -> None: ...
 
     result = await Toolkit([alpha, beta]).call(use("gamma"), CTX)
-    empty = ran(await Toolkit().call(use("gamma"), CTX))
+    empty = await Toolkit().call(use("gamma"), CTX)
 
     assert result == ToolResultBlock(
         id="call_1",
@@ -495,7 +497,7 @@ async def test_return_values_become_text_output(value: object, expected: str) ->
     def produce() -> object:
         return value
 
-    result = ran(await Toolkit([produce]).call(use("produce"), CTX))
+    result = await Toolkit([produce]).call(use("produce"), CTX)
 
     assert result.is_error is False
     assert result.output == expected
@@ -515,8 +517,8 @@ async def test_block_return_values_are_kept_as_blocks() -> None:
 
     toolkit = Toolkit([many, one])
 
-    many_result = ran(await toolkit.call(use("many"), CTX))
-    one_result = ran(await toolkit.call(use("one"), CTX))
+    many_result = await toolkit.call(use("many"), CTX)
+    one_result = await toolkit.call(use("one"), CTX)
 
     assert many_result.output == blocks
     assert one_result.output == [TextBlock(text="single")]
@@ -669,9 +671,34 @@ async def test_tools_of_two_instances_call_their_own_instance() -> None:
     ctx = RuntimeContext()
 
     results = [
-        ran(await t.run(ToolUseBlock(id="1", name="whoami"), ctx)) for t in (first, second, third)
+        await t.run(ToolUseBlock(id="1", name="whoami"), ctx) for t in (first, second, third)
     ]
 
     assert [r.output for r in results] == ["a", "b", "c"]
     assert (first.description, second.description) == ("Say which counter this is.", "Other text.")
     assert first.schema == third.schema
+
+
+async def test_invoke_hands_back_what_the_tool_returned_for_the_loop_to_read() -> None:
+    waiting = Paused(({"id": "r1"},), reply=Msg(role="assistant", content="the child waits"))
+
+    async def child() -> Paused:
+        """Wait like a subagent whose call waits for approval."""
+        return waiting
+
+    toolkit = Toolkit([child])
+
+    assert await toolkit.invoke(use("child"), CTX) is waiting
+    unknown = await toolkit.invoke(use("nope"), CTX)
+    assert isinstance(unknown, ToolResultBlock)
+    assert unknown.is_error
+
+
+async def test_a_result_block_a_tool_makes_is_bound_to_its_call() -> None:
+    def own() -> ToolResultBlock:
+        """Answer with a result of its own making."""
+        return ToolResultBlock(id="whatever", name="other", output="mine", is_error=True)
+
+    result = await Toolkit([own]).call(use("own", call_id="c9"), CTX)
+
+    assert (result.id, result.name, result.output, result.is_error) == ("c9", "own", "mine", True)

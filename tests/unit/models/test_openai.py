@@ -10,7 +10,6 @@ from typing import Any
 import openai
 import pytest
 
-from _outcomes import ran
 from _servers import OpenAIServer, Reply, running
 from harness.context import RuntimeContext
 from harness.errors import ConfigError, ContextOverflowError, ModelError, RateLimitError
@@ -349,7 +348,7 @@ async def test_invalid_tool_arguments_become_a_tool_error_not_a_crash(
         """Current weather for a city."""
         return f"sunny in {city}"
 
-    result = ran(await Toolkit([get_weather]).call(call, RuntimeContext()))
+    result = await Toolkit([get_weather]).call(call, RuntimeContext())
     assert result.is_error
     assert result.text == (
         "Error: the arguments of tool 'get_weather' are not a JSON object: '{\"city\": \"Par'; "
