@@ -69,7 +69,6 @@ from harness.kernel import (
     Run,
     Substitute,
     Tool,
-    ToolFailure,
     ToolResultBlock,
     ToolUseBlock,
     unanswered_calls,
@@ -137,17 +136,25 @@ class ApprovalGate:
         return await self._request(key, agent, ctx, call, rule, tool)
 
     async def finished(self, key: str, call: ToolUseBlock, result: ToolResultBlock) -> None:
-        """Record the end of a gated run (after the tool's result is final)."""
+        """Record the end of a gated run (after the tool's result is final).
+
+        A call whose subagent was continued records its start with its end: continuing a
+        child again is harmless (the child's own ledger runs each of its calls once), so
+        nothing of it had to be durable before it ran.
+        """
         output = result.text[:MAX_KEPT_RESULT]
 
         def change(approvals: Approvals) -> list[Record]:
             for approval in approvals.of_call(call.id):
-                if approval.started and approval.finished is None:
-                    ident = approval.request.id
-                    end = Finished(
-                        id=ident, at=self.clock(), output=output, is_error=result.is_error
-                    )
+                if approval.finished is not None:
+                    continue
+                ident, now = approval.request.id, self.clock()
+                end = Finished(id=ident, at=now, output=output, is_error=result.is_error)
+                if approval.started:
                     return [end.as_record()]
+                if approval.request.child_key:
+                    start = Started(id=ident, at=now, arguments=call.input)
+                    return [start.as_record(), end.as_record()]
             return []
 
         await self.ledger.update(key, Approvals, change)
@@ -412,28 +419,15 @@ class ApprovalGate:
         if open_ and not decisions:
             first_open, *rest = (a.pending().as_dict() for a in open_)
             return Defer(first_open, rest)
-        if self.continue_child is None:
+        continue_child = self.continue_child
+        if continue_child is None:
             return _refused(call, "this agent cannot continue its subagents")
-        text = await self.continue_child(str(first.child_key), decisions, ctx)
-        if isinstance(text, Paused):  # the child waits again, for what is still undecided
-            via = {"via_tool_call": call.id, "via_tool": call.name, "via_input": call.input}
-            again = [{**p, **via} for p in text.pending]
-            await self.delegated(key, agent, ctx, again)
-            first_again, *rest = again
-            return Defer(first_again, rest)
-        result = ToolResultBlock(
-            id=call.id, name=call.name, output=text, is_error=isinstance(text, ToolFailure)
-        )
-        ident = first.id
-        output = text[:MAX_KEPT_RESULT]
-        ran: list[Record] = [
-            Started(id=ident, at=now, arguments=call.input).as_record(),
-            Finished(
-                id=ident, at=self.clock(), output=output, is_error=result.is_error
-            ).as_record(),
-        ]
-        await self.ledger.update(key, Approvals, lambda _: ran)
-        return Substitute(result)
+
+        async def continued() -> str | Paused:
+            """The child, continued: its reply is the call's result, its pause the call's."""
+            return await continue_child(str(first.child_key), decisions, ctx)
+
+        return Run(instead=continued)
 
     async def _start(self, key: str, request: Requested, arguments: Mapping[str, Any]) -> bool:
         """Record that the run starts, unless it started already; whether it was recorded."""

@@ -62,6 +62,8 @@ class ApprovalHook(Hook):
             if ran in self._running:
                 self._running.discard(ran)
                 await self.gate.finished(key, event.tool_call, event.result)
-        elif isinstance(event, PostCall) and event.outcome.pending:
+        elif isinstance(event, PostCall):
+            # A run whose subagent waits again ended without a result: nothing to record.
+            self._running = {ran for ran in self._running if ran[0] != event.call_id}
             # What a tool surfaced (a subagent's waiting call) becomes this session's request.
             await self.gate.delegated(key, event.agent, event.ctx, event.outcome.pending)

@@ -5,7 +5,8 @@ hooks as a :class:`~harness.kernel.ToolDecision` whose ``decision`` starts as :c
 new call) or as a lost result (a call found unanswered when a call starts: see below). A hook
 (approvals, :mod:`harness.hooks.approvals`) may set it to:
 
-- :class:`Run`: the tool runs, with the call's arguments or the ones given (an edit);
+- :class:`Run`: the tool runs, with the call's arguments or the ones given (an edit), or what
+  runs in its place (a subagent continued with its decisions);
 - :class:`Substitute`: the tool does not run; ``result`` is what the model is told instead (a
   rejection, a reviewer's answer, the result of a run that already happened);
 - :class:`Defer`: the tool does not run yet. Once the step's other calls are done and their
@@ -22,7 +23,7 @@ previous call ended, so it is never run again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -51,6 +52,10 @@ class Run:
     arguments: Mapping[str, Any] | None = None
     note: str | None = None
     """Said after the tool's output (why the arguments differ from the model's, say)."""
+    instead: Callable[[], Awaitable[Any]] | None = None
+    """Runs in the tool's place, its value read as the tool's would be: a subagent whose call
+    waited, continued with the decisions taken on it. Its result (or its pause, when the
+    subagent waits again) is the call's, as if the tool had returned it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ STEP = {
     ],
 }
 ANSWER = {"match": "deployed|noted|lost", "text": "done"}
+AFTER_INSTEAD = {"match": "child|rebuilt", "text": "done"}
 
 
 class Tools:
@@ -124,6 +125,65 @@ async def test_an_edit_runs_the_given_arguments_and_says_so() -> None:
 
     assert tools.runs == [("note", "deploying"), ("deploy", "staging")]
     assert memory[3].tool_results[0].output == "deployed staging\n\n[edited by a reviewer]"
+
+
+async def test_what_runs_instead_gives_the_result_and_the_tool_never_runs() -> None:
+    tools, gate, memory = Tools(), Gate(), list[Msg]()
+    react = agent(tools, gate, AFTER_INSTEAD)
+    await paused(react, memory)
+
+    async def continued() -> str:
+        return "the child answered"
+
+    gate.decision = Run(instead=continued)
+    answer(await react.call(memory=memory))
+
+    assert tools.runs == [("note", "deploying")]  # deploy itself never ran
+    result = memory[3].tool_results[0]
+    assert (result.id, result.output) == (memory[1].tool_uses[0].id, "the child answered")
+
+
+async def test_what_runs_instead_may_wait_again_and_its_requests_name_the_call() -> None:
+    tools, gate, memory = Tools(), Gate(), list[Msg]()
+    react = agent(tools, gate)
+    await paused(react, memory)
+    turn = memory[1]
+
+    async def waits_again() -> Paused:
+        child = Msg(role="assistant", content="the child waits")
+        return Paused(({"id": "child-2", "tool": "rm"},), reply=child)
+
+    gate.decision = Run(instead=waits_again)
+    again = waits(await react.call(memory=memory))
+
+    use = turn.tool_uses[0]
+    assert list(again.pending) == [
+        {
+            "id": "child-2",
+            "tool": "rm",
+            "via_tool_call": use.id,
+            "via_tool": "deploy",
+            "via_input": {"target": "prod"},
+        }
+    ]
+    # the call still has no result: only its sibling's is in memory
+    assert [r.id for m in memory for r in m.tool_results] == [turn.tool_uses[1].id]
+
+
+async def test_what_runs_instead_and_raises_is_the_calls_error_result() -> None:
+    tools, gate, memory = Tools(), Gate(), list[Msg]()
+    react = agent(tools, gate, AFTER_INSTEAD)
+    await paused(react, memory)
+
+    async def broken() -> str:
+        raise RuntimeError("the child could not be rebuilt")
+
+    gate.decision = Run(instead=broken)
+    answer(await react.call(memory=memory))
+
+    result = memory[3].tool_results[0]
+    assert result.is_error
+    assert result.output == "Error: RuntimeError: the child could not be rebuilt"
 
 
 async def test_a_substitute_answers_without_running_the_tool() -> None:
