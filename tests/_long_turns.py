@@ -2,9 +2,12 @@
 ``harness run`` and ``chat`` (tests/e2e) and of ``harness serve`` (tests/serve).
 
 Each turn carries some 500 tokens, so by the third the conversation no longer fits a
-2,048-token window: only the overflow recovery (compact by force, try the step once more) lets
-it go on. No ``--context-window`` is given, so compaction's own triggers are out of reach and an
-overflow is the only way a compaction happens.
+2,048-token window (the second's request usually overflows already): only the overflow recovery
+(compact by force, try the step once more) lets it go on. No ``--context-window`` is given, so
+compaction's own triggers are out of reach and an overflow is the only way a compaction happens.
+Three turns are therefore enough for a forced compaction whatever the model answers (a fourth
+only repeated the overflow of the second and third, at the cost of a compaction and two model
+calls more on every edge).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from conftest import LlamaServer
 from harness.memory.transcript import sessions_dir
 
-TURNS = 4
+TURNS = 3
 FILLER = " ".join(f"fact{n} is about harbour cranes and tides." for n in range(40))
 
 
