@@ -27,7 +27,12 @@ from conftest import LlamaServer, local_weights
 from harness.models._native_check import REBUILD_COMMAND
 from harness.models.local import INSTALL_COMMAND
 
-TURNS = 30
+TURNS = 8
+CRATES = " ".join(f"crate {k} weighs {k * 3} kg;" for k in range(16))
+"""Some 180 tokens a question: with a system prompt of some 1,300 tokens, four questions alone
+overflow the 2,048-token window whatever the model answers, so a compaction (its trigger's, at
+half the window, or an overflow's) comes by the fourth turn; short questions took 21 to 25 turns
+to reach one, each turn with its model calls."""
 
 
 @pytest.fixture
@@ -169,12 +174,13 @@ def test_one_run_against_the_server_saves_the_session_and_writes_memory(
     assert log.read_text(encoding="utf-8").strip(), "the memory flush wrote nothing"
 
 
-def test_thirty_turns_against_the_server_are_all_saved_through_compaction(
+def test_eight_turns_against_the_server_are_all_saved_through_compaction(
     cli: Cli, llama_server: LlamaServer
 ) -> None:
     workspace = cli.cwd / "ws"
     questions = [
-        f"Turn {n}: please remember that box {n} is {n * 7} cm wide." for n in range(TURNS)
+        f"Turn {n}: please remember that box {n} is {n * 7} cm wide and holds {CRATES}"
+        for n in range(TURNS)
     ]
     for question in questions:
         result = cli.run(
