@@ -14,8 +14,10 @@ step overflows and only the summary can give way. The old recovery kept the summ
 and the model's words (``max_tokens`` 64) and left the retry over the window: it failed at the
 second turn in both runs tried (2,070 and 2,114 tokens of 2,048). Sized from the server's
 numbers, the summary is one line (the summarizer is not even asked: there is no room for what
-it would write) and every turn is answered. Flush and consolidation are off: they would only
-add model calls to the test's cost and change MEMORY.md under it.
+it would write) and every turn is answered. Flush and consolidation are off, and so is the
+compaction's flush of what it summarizes: they would only add model calls to the test's cost
+(the compaction's flush was one at every turn, some 500 tokens to read and up to 64 to write,
+as much as the turn's own retry) and change MEMORY.md or the daily log under it.
 
 The agent is otherwise the one ``harness run`` builds without ``--context-window`` (compaction
 on with its triggers out of reach, the default tools, workspace context); what the model says
@@ -70,7 +72,7 @@ async def test_twelve_long_turns_with_the_default_tools_end_without_an_overflow(
     async with HarnessAgent(
         model=model,
         workspace=workspace,
-        compaction=CompactionConfig(),
+        compaction=CompactionConfig(flush_before=False),
         memory=MemoryConfig(flush=False, auto_consolidate=False),
         approvals=(),
     ) as agent:
