@@ -220,7 +220,7 @@ def _process_state(
     of a stop, the loggers' set-up, and the chat's input thread, which is let reach the end of
     its input before stdin is put back.
     """
-    from harness.cli import _common, _output
+    from harness.cli import _common
 
     stdout = io.TextIOWrapper(out, encoding="utf-8", errors="strict", write_through=True)
     stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True)
@@ -252,7 +252,7 @@ def _process_state(
         # Rich reads a terminal's size from the process's descriptors when COLUMNS is unset;
         # a real process's pipes have none, and Rich then takes 80 columns.
         os.environ.setdefault("COLUMNS", "80")
-        _fresh_consoles(stack, _output)
+        _fresh_consoles(stack)
         os.chdir(cwd)
         try:
             yield
@@ -267,8 +267,8 @@ def _process_state(
             _restore_loggers(loggers)
 
 
-def _fresh_consoles(stack: contextlib.ExitStack, output: types.ModuleType) -> None:
-    """New Rich consoles for the run, in every module that imported the command's two.
+def _fresh_consoles(stack: contextlib.ExitStack) -> None:
+    """New Rich consoles for the run, in every module that holds the command's two.
 
     A console reads the environment (colour, width) when it is made: the ones made at import
     saw this test process's, not the run's. Typer's help consoles do so too, from constants it
@@ -282,7 +282,9 @@ def _fresh_consoles(stack: contextlib.ExitStack, output: types.ModuleType) -> No
         if name != "harness" and not name.startswith("harness."):
             continue
         for attr, console in fresh.items():
-            if getattr(module, attr, None) is getattr(output, attr):
+            # Not only the consoles ``output`` made at import: a module first imported during
+            # an earlier run kept that run's console, made for that run's environment.
+            if isinstance(getattr(module, attr, None), Console):
                 stack.enter_context(mock.patch.object(module, attr, console))
     colours = ("GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS")
     force = True if any(os.environ.get(name) for name in colours) else None
