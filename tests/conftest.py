@@ -50,18 +50,20 @@ def pytest_report_header() -> str:
     return f"hypothesis profile: {HYPOTHESIS_PROFILE} ({examples} examples)"
 
 
-# -- two workers: the real model's tests on one, everything else spread over both --------------
-# scripts/check runs the suite on two processes (pytest-xdist, ``-n 2 --dist loadgroup``).
-# llama.cpp's server evaluates a prompt on one core while its test waits: the tests that use it
-# stay together on one worker and share one server, and the rest of the suite uses the other
-# core meanwhile.
+# -- two workers: a module's tests together, the real model's on one worker --------------------
+# scripts/check runs the suite on two processes (pytest-xdist, ``-n 2 --dist loadgroup``). A
+# module's tests run on one worker, so a module-scoped fixture (a server, a scenario run once for
+# many tests) is made once. llama.cpp's server evaluates a prompt on one core while its test
+# waits: the tests that use it, whatever their module, share one worker and one server, and the
+# rest of the suite uses the other core meanwhile.
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "llama_server" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("llama_server"))
+        uses_llama = "llama_server" in getattr(item, "fixturenames", ())
+        group = "llama_server" if uses_llama else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 _ENV = (
