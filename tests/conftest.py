@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +64,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_llama = "llama_server" in getattr(item, "fixturenames", ())
         group = "llama_server" if uses_llama else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A report a worker can send: what a test printed or failed with is valid UTF-8.
+
+    A worker sends each report to the controller as UTF-8, and a lone surrogate (a hostile
+    file name a test logs, say) cannot be encoded: the worker would stop with an internal error
+    and take the rest of its tests with it. Such characters are shown escaped instead.
+    """
+    report = yield
+    report.sections = [(title, _sendable(text)) for title, text in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        shown = str(report.longrepr)
+        if _sendable(shown) != shown:
+            report.longrepr = _sendable(shown)
+    return report
+
+
+def _sendable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _ENV = (
