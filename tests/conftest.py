@@ -89,6 +89,13 @@ def _sendable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# Rich reads COLUMNS and LINES when a console is made, and the CLI makes its consoles at import:
+# a size inherited by the test process (pytest-xdist's workers start with COLUMNS=80) would fix
+# the width of every command run in this process. A test that wants a width gives it to its run.
+for _SIZE in ("COLUMNS", "LINES"):
+    os.environ.pop(_SIZE, None)
+
+
 _ENV = (
     "HARNESS_WORKSPACE",
     "HARNESS_MODEL",
