@@ -50,20 +50,17 @@ def pytest_report_header() -> str:
     return f"hypothesis profile: {HYPOTHESIS_PROFILE} ({examples} examples)"
 
 
-# -- two workers: a module's tests together, the real model's on one worker --------------------
+# -- two workers: a module's tests together ---------------------------------------------------
 # scripts/check runs the suite on two processes (pytest-xdist, ``-n 2 --dist loadgroup``). A
 # module's tests run on one worker, so a module-scoped fixture (a server, a scenario run once for
-# many tests) is made once. llama.cpp's server evaluates a prompt on one core while its test
-# waits: the tests that use it, whatever their module, share one worker and one server, and the
-# rest of the suite uses the other core meanwhile.
+# many tests) is made once; a session-scoped one (llama.cpp's server) once per worker that needs
+# it, so the real model's modules are spread over both workers like any other.
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        uses_llama = "llama_server" in getattr(item, "fixturenames", ())
-        group = "llama_server" if uses_llama else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(wrapper=True)
