@@ -2,7 +2,9 @@
 
 The request is throttled per user by the process-wide gate (``consolidation_min_gap``, 30
 minutes by default) and both the request and the consolidation run in the background, after
-the call's flush, so the call never waits for them. See
+the call's flush, so the call never waits for them. The consolidation is part of the work the
+call leaves behind (its session's queue ends when it has run), so a deleted session waits for
+it and its trace record is never written after the session's files are gone. See
 :mod:`harness.memory.maintenance` for the worker and its periodic full pass.
 
 Priority 6: after the flush (5) has written today's facts, so the consolidation sees them.
@@ -49,8 +51,9 @@ class MemoryMaintenanceHook(Hook):
             if report is not None:
                 await report(ctx, result)
 
-        self.maintenance.schedule(
-            session_key(ctx),
-            lambda: self.maintenance.request_consolidation(ctx.user_id, done),
-            ctx=ctx,
-        )
+        async def consolidate() -> None:
+            ran = await self.maintenance.request_consolidation(ctx.user_id, done)
+            if ran is not None:  # part of the call's work: a session deleted waits for it
+                await ran
+
+        self.maintenance.schedule(session_key(ctx), consolidate, ctx=ctx)

@@ -159,6 +159,8 @@ class MemoryMaintenance:
             else None
         )
         self._jobs: asyncio.Queue[Job] = asyncio.Queue()
+        self._queued: set[asyncio.Future[None]] = set()
+        """What ends when a queued consolidation has run: ended when the worker stops."""
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holders = 0
@@ -241,6 +243,9 @@ class MemoryMaintenance:
                 while not worker.done():
                     worker.cancel()
                     await asyncio.wait({worker}, timeout=0.1)
+            for ran in list(self._queued):  # never to run: nothing waits for them any more
+                if not ran.done():
+                    ran.set_result(None)
         if self.index is not None and self._index_open:
             await asyncio.to_thread(self.index.close)
             self._index_open = False
@@ -266,19 +271,32 @@ class MemoryMaintenance:
         self,
         user_id: str | None,
         on_done: Callable[[ConsolidationResult], Awaitable[None]] | None = None,
-    ) -> bool:
+    ) -> asyncio.Future[None] | None:
         """Queue a consolidation of the user's memory unless one ran within the minimum gap.
 
-        ``on_done`` gets its result (to trace it) once it has run.
+        ``on_done`` gets its result (to trace it) once it has run. Returns what ends when the
+        consolidation has run (or failed, or the worker stopped first), so the work a call
+        leaves behind can include it; None when nothing was queued.
         """
         if self.consolidator is None:
-            return False
+            return None
         key = f"consolidate:{self.key}:{user_id or ''}"
         if not await self.gate.claim(key, self.config.consolidation_min_gap):
-            return False
+            return None
         await self.start()
-        self._jobs.put_nowait(lambda: self._consolidate(user_id, on_done))
-        return True
+        ran: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.add(ran)
+        ran.add_done_callback(self._queued.discard)
+
+        async def job() -> None:
+            try:
+                await self._consolidate(user_id, on_done)
+            finally:
+                if not ran.done():
+                    ran.set_result(None)
+
+        self._jobs.put_nowait(job)
+        return ran
 
     @contextlib.contextmanager
     def holding(self, ctx: RuntimeContext) -> Iterator[None]:

@@ -122,14 +122,12 @@ async def test_consolidation_requests_are_throttled_per_user(workspace: Path) ->
     model = FunctionModel(echo_merge)
     running = make(workspace, model)
     try:
-        assert await running.request_consolidation("alice") is True
-        assert await running.request_consolidation("alice") is False
-        assert await running.request_consolidation("bob") is True
-        assert await running.request_consolidation(None) is True
-        for _ in range(100):
-            if (workspace / "MEMORY.md").exists():
-                break
-            await asyncio.sleep(0.01)
+        assert await running.request_consolidation("alice") is not None
+        assert await running.request_consolidation("alice") is None
+        assert await running.request_consolidation("bob") is not None
+        shared = await running.request_consolidation(None)
+        assert shared is not None
+        await shared
         assert (workspace / "MEMORY.md").read_text() == "- fact\n"  # ran in the background
     finally:
         await running.release()
@@ -138,7 +136,7 @@ async def test_consolidation_requests_are_throttled_per_user(workspace: Path) ->
 
 async def test_without_a_model_nothing_is_requested(workspace: Path) -> None:
     running = make(workspace, None)
-    assert await running.request_consolidation("alice") is False
+    assert await running.request_consolidation("alice") is None
     await running.release()
 
 
@@ -167,7 +165,7 @@ async def test_release_right_after_queuing_a_job_always_stops_the_worker(workspa
     for _ in range(30):
         running = make(workspace, FunctionModel(echo_merge), consolidation_min_gap=timedelta(0))
         await running.start()
-        assert await running.request_consolidation(None)
+        assert await running.request_consolidation(None) is not None
         await asyncio.wait_for(running.release(), timeout=5)
         assert running._worker is None
 
@@ -239,11 +237,9 @@ async def test_agents_with_other_memory_models_or_settings_each_consolidate_with
         assert second.consolidator.model is second_model
         assert stricter.consolidator.max_memory_tokens == 500
 
-        assert await second.request_consolidation(None)
-        for _ in range(200):
-            if second_model.requests:
-                break
-            await asyncio.sleep(0.01)
+        ran = await second.request_consolidation(None)
+        assert ran is not None
+        await ran
         assert second_model.requests
         assert not first_model.requests
     finally:

@@ -9,9 +9,13 @@ conversation with ``memory_search``, ``session_search`` and ``session_list``.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
+
 from harness import HarnessAgent, RuntimeContext
+from harness.memory.consolidation import ConsolidationResult
 from harness.models import ScriptedChatModel
 from harness.tools import MemoryTools
 from harness.tools.sessions import SessionTools
@@ -74,6 +78,41 @@ async def test_deleting_right_after_a_call_waits_for_its_background_work(tmp_pat
         assert agent.maintenance is not None
         await agent.maintenance.settled()
         assert files_of(root, "quick") == []
+
+
+async def test_deleting_a_session_waits_for_the_consolidation_its_call_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The consolidation a call requests runs in the workspace's worker and traces its result
+    to the call's session: it once ran past the delete and wrote the trace file back (CI,
+    about one run in fifteen on a loaded machine). Here it is held until the delete is done
+    (or has waited a second for it), which made the old code fail every time."""
+    root = tmp_path / "ws"
+    ctx = RuntimeContext(session_id="held", user_id="ann")
+    async with HarnessAgent(model=model(), workspace=root) as agent:
+        assert agent.maintenance is not None
+        assert agent.maintenance.consolidator is not None
+        consolidate = agent.maintenance.consolidator.consolidate
+        deleting: asyncio.Task[bool] | None = None
+        entered, consolidated = asyncio.Event(), asyncio.Event()
+
+        async def held(user_id: str | None) -> ConsolidationResult:
+            entered.set()
+            assert deleting is not None
+            await asyncio.wait({deleting}, timeout=1.0)
+            try:
+                return await consolidate(user_id)
+            finally:
+                consolidated.set()
+
+        monkeypatch.setattr(agent.maintenance.consolidator, "consolidate", held)
+        await agent.call(f"My codeword is {SECRET}", ctx=ctx)
+        deleting = asyncio.create_task(agent.delete_session(ctx))
+        await asyncio.wait_for(entered.wait(), timeout=30)
+        assert await deleting is True
+        assert consolidated.is_set()
+        await agent.maintenance.settled()
+        assert files_of(root, "held") == []
 
 
 async def test_a_session_started_again_after_a_delete_is_remembered_from_its_start(
