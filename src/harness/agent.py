@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -58,7 +58,7 @@ from harness.mcp import MCPServerConfig
 from harness.memory.config import DEFAULT_MEMORY, MemoryConfig
 from harness.memory.transcript import TranscriptWriter
 from harness.options import DEFAULT_AGENT_NAME, AgentOptions, default_workspace
-from harness.session import SessionFsync
+from harness.session import EVERY_CALL, SessionFsync
 from harness.session.keys import session_key
 from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases
 from harness.stores.base import BaseStore
@@ -122,6 +122,7 @@ class HarnessAgent:
         session_leases: SessionLeases | None = None,
         session_fsync: SessionFsync = None,
         approvals: ApprovalPolicy | Mapping[str, ApprovalRule | bool] | Iterable[str] | None = None,
+        durable: bool = False,
     ) -> None:
         # The keywords are the options' fields, so the value is made from the arguments as
         # they came (tests/unit/test_options.py holds the signature and the fields equal).
@@ -388,10 +389,13 @@ class HarnessAgent:
         if not self._checked:
             await asyncio.to_thread(self.workspace.check)
             self._checked = True
-        # Calls waiting for approval stay unanswered for the call that decides them.
-        waiting = (
-            await self.approvals.waiting(self.sessions.directory(ctx)) if self.approvals else ()
-        )
+        # Calls waiting for approval stay unanswered for the call that decides them; on a
+        # durable agent every unanswered call does, and its journal decides it.
+        waiting: Collection[str] = ()
+        if self.options.durable:
+            waiting = EVERY_CALL
+        elif self.approvals is not None:
+            waiting = await self.approvals.waiting(self.sessions.directory(ctx))
         # Messages and state in one round trip to the storage (one worker-thread hop).
         return await self.sessions.restore(ctx, waiting=waiting)
 

@@ -96,7 +96,7 @@ HOOK_ORDER: Final[Mapping[str, tuple[str, ...]]] = {
         "FixedPartCheck",
     ),
     "ContextOverflow": ("AgentTraceHook", "CompactionHook", USER_HOOKS),
-    "PostReasoning": ("AgentTraceHook", USER_HOOKS),
+    "PostReasoning": ("AgentTraceHook", USER_HOOKS, "SessionPersistenceHook"),
     "ToolDecision": ("AgentTraceHook", USER_HOOKS, "ApprovalHook"),
     "PreActing": ("AgentTraceHook", USER_HOOKS),
     "PostActing": ("AgentTraceHook", "ToolResultEvictionHook", USER_HOOKS, "ApprovalHook"),
@@ -252,7 +252,7 @@ class _Assembler:
             *user_hooks,
             *self._workspace_context(),
             *self._gating(),
-            SessionPersistenceHook(self.sessions),
+            SessionPersistenceHook(self.sessions, replies=options.durable),
         ]
         delegate = ReActAgent(
             name=self.name,
@@ -450,9 +450,10 @@ class _Assembler:
     def _gating(self) -> list[Hook]:
         """Approvals: the operator's gates, and tools that say they need one."""
         policy = ApprovalPolicy.of(self.options.approvals)
-        if policy is None and not any(marked(tool.func) for tool in self.user_tools):
+        durable = self.options.durable  # every call is journaled in the ledger, gated or not
+        if policy is None and not durable and not any(marked(t.func) for t in self.user_tools):
             return []
-        gate = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace))
+        gate = ApprovalGate(policy or ApprovalPolicy(), ledger_for(self.workspace), journal=durable)
         self.approvals = gate
         self.desk = ApprovalDesk(
             gate,

@@ -27,6 +27,8 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── SessionBusy                 another call kept the session for longer than the wait
     ├── MCPServerUnavailable        an MCP server could not be started or has stopped
     ├── MCPToolError                an MCP server answered a tool call with an error, or late
+    ├── EngineUnavailable           the durable engine (Temporal) cannot be reached
+    ├── TurnFailed                  a turn the durable engine ran failed in its worker
     └── RequestRefused              ``harness serve`` refuses a request (its HTTP status and code)
 
 ``InvalidText``, ``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: each
@@ -48,6 +50,7 @@ __all__ = [
     "ApprovalConflict",
     "ConfigError",
     "ContextOverflowError",
+    "EngineUnavailable",
     "FrontMatterError",
     "HarnessError",
     "InvalidText",
@@ -61,6 +64,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusy",
     "StorageError",
+    "TurnFailed",
     "TurnNotSaved",
     "UnknownApproval",
     "UnusableFile",
@@ -236,6 +240,14 @@ class MCPServerUnavailable(HarnessError):
 
 class MCPToolError(HarnessError):
     """An MCP server answered a tool call with an error, or did not answer in time."""
+
+
+class EngineUnavailable(HarnessError):
+    """The durable engine (a Temporal server) cannot be reached, or refused the connection."""
+
+
+class TurnFailed(HarnessError):
+    """A turn the durable engine ran failed in its worker; the message is the worker's error."""
 
 
 class RequestRefused(HarnessError):

@@ -141,6 +141,13 @@ class AgentOptions:
             ApprovalRule() or True}``, or a list of tool names. Tools marked with
             :func:`~harness.approvals.requires_approval` wait with or without it. Kept as the
             policy it stands for.
+        durable: Journal every step so a turn can be taken over by another worker after its
+            own died (the Temporal engine, :mod:`harness.durable`): the model's reply is saved
+            before its tools run, every tool call's start and end go to the approvals ledger,
+            and a call found unanswered is decided from there: run if it never started, its
+            recorded result if it finished, "outcome unknown" if it started and its tool is not
+            declared idempotent (``ApprovalPolicy(idempotent=...)``). Costs one save and two
+            ledger writes per tool call.
     """
 
     model: ChatModel | str
@@ -170,6 +177,7 @@ class AgentOptions:
     session_leases: SessionLeases | None = None
     session_fsync: SessionFsync = None
     approvals: ApprovalPolicy | Mapping[str, ApprovalRule | bool] | Iterable[str] | None = None
+    durable: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "approvals", ApprovalPolicy.of(self.approvals))

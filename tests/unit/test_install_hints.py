@@ -7,6 +7,7 @@ the extra it declares, never a bare PyPI install.
 
 from __future__ import annotations
 
+import importlib
 import re
 import shlex
 import sys
@@ -79,6 +80,17 @@ def _otel() -> str:
     return str(caught.value)
 
 
+def _temporal() -> str:
+    cached = sys.modules.pop("harness.durable", None)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            importlib.import_module("harness.durable")
+    finally:
+        if cached is not None:
+            sys.modules["harness.durable"] = cached
+    return str(caught.value)
+
+
 def _embeddings() -> str:
     from harness.memory.embedding import import_optional
 
@@ -94,6 +106,7 @@ MISSING: dict[str, tuple[str, Callable[[], str]]] = {
     "local": ("llama_cpp", _local),
     "otel": ("opentelemetry", _otel),
     "embeddings": ("numpy", _embeddings),
+    "temporal": ("temporalio", _temporal),
 }
 """Each extra: a module it brings, and what fails without it (returning the error's text)."""
 

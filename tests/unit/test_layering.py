@@ -88,6 +88,7 @@ LAYERS = (
     ("hooks",),
     ("assembly",),
     ("agent",),
+    ("durable",),
     ("serve",),
     ("cli", "harness"),
 )

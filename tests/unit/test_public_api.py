@@ -34,6 +34,7 @@ PACKAGES = [
     "harness.observability",
     "harness.serve",
     "harness.approvals",
+    "harness.durable",
 ]
 
 

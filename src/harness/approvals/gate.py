@@ -22,6 +22,14 @@ finished                      the result the ledger recorded; the tool does not 
 A session line that names a call differently from its request (edited in the workspace) runs
 nothing: its result says the call does not match what was requested.
 
+A *journaling* gate (``journal=True``: a durable agent, :mod:`harness.durable`) keeps every
+call in the ledger, gated or not: a call no rule gates is recorded as requested, approved by
+``journal`` and started, in one step, before it runs, and its end when it finishes. A call
+found unanswered that the ledger does not hold never started (its worker died between saving
+the model's reply and starting it): it is decided as a new call, so a gated one still waits.
+An ungated call that started and never finished is "outcome unknown" unless the policy names
+its tool idempotent (``ApprovalPolicy.idempotent``).
+
 A call whose tool surfaced a subagent's waiting call (:meth:`ApprovalGate.delegated`) waits
 for that request; once it is decided, the child goes on with the decision
 (:attr:`ApprovalGate.continue_child`) and the call's result is the child's reply, kept in the
@@ -81,6 +89,9 @@ logger = logging.getLogger(__name__)
 MAX_KEPT_RESULT: Final = 20_000
 """Characters of a gated tool's result the ledger keeps (what a resume replays after a crash)."""
 
+JOURNALED_EXPIRY: Final = 10 * 365 * 86_400.0
+"""A journaled run's request never waits (it starts when it is recorded): it does not expire."""
+
 Clock = Callable[[], float]
 
 ContinueChild = Callable[
@@ -107,11 +118,17 @@ class ApprovalGate:
     """Decides gated calls from ``policy`` and ``ledger`` (module docs); one per agent."""
 
     def __init__(
-        self, policy: ApprovalPolicy, ledger: ApprovalLedger, *, clock: Clock = time.time
+        self,
+        policy: ApprovalPolicy,
+        ledger: ApprovalLedger,
+        *,
+        clock: Clock = time.time,
+        journal: bool = False,
     ) -> None:
         self.policy = policy
         self.ledger = ledger
         self.clock = clock
+        self.journal = journal
         self.continue_child: ContinueChild | None = None
         """Continues a subagent whose call waited, with decisions (the subagent tools')."""
 
@@ -129,10 +146,13 @@ class ApprovalGate:
     ) -> Decision | None:
         """The decision for ``call``, or None to leave the kernel's default."""
         if resumed:
-            return await self._resumed(key, agent, ctx, call, tool)
+            decided = await self._resumed(key, agent, ctx, call, tool)
+            if decided is not None or not self.journal:
+                return decided
+            # Not in the journal: it never started, so it is as new as when the model made it.
         rule = self.policy.rule_for(call.name, tool.func if tool is not None else None)
         if rule is None or not self._gates(rule, call, ctx, tool):
-            return None
+            return await self._journaled(key, agent, ctx, call) if self.journal else None
         return await self._request(key, agent, ctx, call, rule, tool)
 
     async def finished(self, key: str, call: ToolUseBlock, result: ToolResultBlock) -> None:
@@ -344,6 +364,36 @@ class ApprovalGate:
                 if decided is not None:
                     return decided
         return Defer(pending.as_dict())
+
+    async def _journaled(
+        self, key: str, agent: str, ctx: RuntimeContext, call: ToolUseBlock
+    ) -> Decision:
+        """An ungated call of a journaling gate: requested, approved and started in one step."""
+        now = self.clock()
+        request = Requested(
+            id=f"run_{secrets.token_hex(8)}",
+            at=now,
+            tool=call.name,
+            arguments=call.input,
+            description="journaled run (no approval needed)",
+            decisions=("approve",),
+            expires_at=now + JOURNALED_EXPIRY,
+            agent=agent,
+            session_id=ctx.session_id,
+            user_id=ctx.user_id,
+            tool_call_id=call.id,
+            fingerprint=fingerprint(call.name, call.input, agent, ctx, call.id),
+            idempotent=call.name in self.policy.idempotent,
+        )
+        records = [
+            request.as_record(),
+            Decided(
+                id=request.id, at=now, decision=ReviewerDecision("approve"), by="journal"
+            ).as_record(),
+            Started(id=request.id, at=now, arguments=call.input).as_record(),
+        ]
+        await self.ledger.update(key, Approvals, lambda _: records)
+        return Run()
 
     async def _resumed(
         self, key: str, agent: str, ctx: RuntimeContext, call: ToolUseBlock, tool: Tool | None

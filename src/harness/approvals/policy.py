@@ -176,10 +176,14 @@ class ApprovalPolicy:
         rules: ``{tool name or pattern: ApprovalRule()}``; ``True`` stands for ``ApprovalRule()``.
         resolver: Called for each new request before the call pauses; a decision it returns is
             recorded and applied at once, None leaves the request pending.
+        idempotent: Tools no rule gates that may run again when a run started and its end is
+            unknown, on a durable agent (``durable=True``); any other such call is reported
+            "outcome unknown" and never run again. A gated tool says it in its rule.
     """
 
     rules: Mapping[str, ApprovalRule] = field(default_factory=dict)
     resolver: Resolver | None = None
+    idempotent: frozenset[str] = frozenset()
 
     @classmethod
     def of(

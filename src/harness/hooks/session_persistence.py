@@ -11,6 +11,10 @@ calls wait for approval. On Error (a failed or interrupted call) it saves what w
 the user's input and every completed turn. The agent has already dropped an assistant turn
 whose tool calls never got their results, and a half-streamed answer is never in memory in the
 first place.
+With ``replies`` (a durable agent: :mod:`harness.durable`), the model's reply is also saved
+as soon as it calls tools (PostReasoning), before any of them runs, so a worker that takes the
+turn over after a crash finds the calls and decides each from the ledger instead of asking the
+model again.
 A save survives the process being killed; with ``session_fsync`` (``"step"``, ``"turn"``:
 :data:`~harness.session.SessionFsync`) it is also synced to the disk before every request or
 at the end of the call (PostCall and Error), so it survives a power loss.
@@ -43,7 +47,7 @@ import logging
 from typing import ClassVar
 
 from harness.errors import TurnNotSaved
-from harness.kernel import Error, Event, Finished, Hook, PostCall, PreReasoning
+from harness.kernel import Error, Event, Finished, Hook, PostCall, PostReasoning, PreReasoning
 from harness.session import SessionStore
 
 __all__ = ["SessionPersistenceHook"]
@@ -55,19 +59,22 @@ class SessionPersistenceHook(Hook):
     """Saves the session's messages before every step and at the end of every call."""
 
     priority = 900
-    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, PostCall, Error)
+    events: ClassVar[tuple[type[Event], ...]] = (PreReasoning, PostReasoning, PostCall, Error)
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, *, replies: bool = False) -> None:
         self.store = store
+        self.replies = replies
 
     async def on_event(self, event: Event) -> None:
         if event.ctx.session_id is None:
+            return
+        if isinstance(event, PostReasoning) and not (self.replies and event.message.tool_uses):
             return
         if isinstance(event, Error) and isinstance(event.error, TurnNotSaved):
             return  # this hook's own failure: the file keeps what the caller was told
         try:
             # The agent holds the session's lease for the whole call: nobody else writes it.
-            end = not isinstance(event, PreReasoning)  # PostCall or Error: the call ends
+            end = isinstance(event, PostCall | Error)  # the call ends
             # The state goes with the messages: one trip to the storage per step.
             await self.store.save(
                 event.ctx, event.memory, exclusive=True, end=end, state=event.state

@@ -9,10 +9,11 @@ from harness.session.lease import (
     StoreLeases,
     leases_for,
 )
-from harness.session.store import MESSAGES_FILE, SessionFsync, SessionStore
+from harness.session.store import EVERY_CALL, MESSAGES_FILE, SessionFsync, SessionStore
 
 __all__ = [
     "COMPACTIONS_SUFFIX",
+    "EVERY_CALL",
     "MESSAGES_FILE",
     "CompactionLog",
     "FileLeases",

@@ -56,7 +56,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -69,6 +69,7 @@ from harness.kernel import LOST_RESULT, History, Msg, SessionState, ToolResultBl
 from harness.workspace import WorkspaceManager, session_dir
 
 __all__ = [
+    "EVERY_CALL",
     "LOST_RESULT",
     "MESSAGES_FILE",
     "QUARANTINE_FILE",
@@ -502,6 +503,24 @@ def _records(data: bytes) -> list[object]:
         except ValueError:
             continue
     return found
+
+
+class _EveryCall(Collection[str]):
+    """Every tool-call id: what a durable agent leaves unanswered on load (its gate decides)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+EVERY_CALL: Final[Collection[str]] = _EveryCall()
+"""``waiting`` for a durable agent: every unanswered call of the last turn is left for the
+approvals gate's journal, which knows whether it ran (:mod:`harness.approvals.gate`)."""
 
 
 def _answer_lost_calls(messages: list[Msg], waiting: Collection[str] = ()) -> list[Msg]:

@@ -87,6 +87,7 @@ def parent_options(workspace: Path) -> AgentOptions:
         session_fsync="turn",
         session_leases=ProcessLeases(),
         approvals=ApprovalPolicy(rules={"tool": ApprovalRule()}),
+        durable=True,
     )
 
 

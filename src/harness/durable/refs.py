@@ -1,0 +1,43 @@
+"""What the workflow and its activities pass: references and outcomes, never a conversation.
+
+Temporal keeps every payload in the workflow's history (2 MB a payload, 50 MB a history), so
+nothing here grows with the conversation: a turn is named by its session and its id, and its
+reply stays in the session store, where the worker that ran it saved it. The one text that
+travels is the turn's new input, bounded by the caller (``harness serve`` caps it at
+``max_input_chars``). This module imports nothing but the standard library: the workflow's
+sandbox loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = ["TURN_KEY", "SegmentEnd", "TurnRef"]
+
+TURN_KEY: Final = "harness_turn"
+"""The metadata key, on a turn's input message, of the turn's id: how a worker that takes the
+turn over knows whether the input was already accepted (and must not be added again)."""
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """One turn: whose session, which turn, and its new input (None continues a paused turn)."""
+
+    agent: str
+    session_id: str
+    turn: str
+    user_id: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class SegmentEnd:
+    """How one run of the turn's activity ended: finished, paused, failed or cancelled.
+
+    ``pending``: the approval ids a paused turn waits for; ``error``: a failure's one line.
+    """
+
+    kind: Literal["finished", "paused", "failed", "cancelled"]
+    pending: list[str] = field(default_factory=list)
+    error: str | None = None
