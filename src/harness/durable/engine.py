@@ -24,6 +24,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -68,6 +69,9 @@ class EngineConfig:
         turn_seconds: The longest one run of a turn may take (a retry starts the clock again).
         max_attempts: Runs of a turn's activity before the turn fails (0: no limit).
         first_retry_seconds: The pause before the first retry; each next one doubles, to 30 s.
+        sticky_seconds: How long the next step of a turn waits for the worker that ran its
+            last step before any worker may take it (Temporal's sticky queue): after a worker
+            dies, its turns stall this long once.
     """
 
     address: str
@@ -77,10 +81,12 @@ class EngineConfig:
     turn_seconds: float = 3600.0
     max_attempts: int = 20
     first_retry_seconds: float = 1.0
+    sticky_seconds: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.heartbeat_seconds <= 0 or self.turn_seconds <= 0 or self.first_retry_seconds <= 0:
-            msg = "an engine's heartbeat, turn and retry times must be positive"
+        times = (self.heartbeat_seconds, self.turn_seconds, self.first_retry_seconds)
+        if min(times) <= 0 or self.sticky_seconds <= 0:
+            msg = "an engine's heartbeat, turn, retry and sticky times must be positive"
             raise ValueError(msg)
         if self.max_attempts < 0:
             msg = f"max_attempts must be 0 (no limit) or more, got {self.max_attempts}"
@@ -153,6 +159,7 @@ class TemporalEngine:
             task_queue=self.config.task_queue,
             workflows=[TurnWorkflow],
             activities=[activities.segment],
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.config.sticky_seconds),
             # The workflow's module is Harness's: its package is imported once, outside the
             # sandbox (the workflow itself uses only the references of harness.durable.refs).
             workflow_runner=SandboxedWorkflowRunner(
