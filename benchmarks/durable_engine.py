@@ -75,7 +75,7 @@ def free_port() -> int:
 
 def agent(root: Path, *, durable: bool) -> HarnessAgent:
     return HarnessAgent(
-        model=StepsModel(),  # type: ignore[arg-type]
+        model=StepsModel(),
         workspace=root,
         tools=[noop],
         memory=None,

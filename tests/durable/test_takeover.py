@@ -13,17 +13,18 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _worker import build_agent, engine_config
+from _durable_worker import build_agent, engine_config
 
 from harness import HarnessAgent, RuntimeContext
 from harness.durable import TemporalEngine
 from harness.kernel import Finished, Msg, Paused
 
-WORKER = Path(__file__).with_name("_worker.py")
+WORKER = Path(__file__).with_name("_durable_worker.py")
 UNKNOWN = "whether it took effect is unknown"
 
 
@@ -123,7 +124,7 @@ async def saved(agent: HarnessAgent, ctx: RuntimeContext) -> list[tuple[str, str
 
 async def run_killed(
     cluster: Cluster,
-    call: Callable[[], Awaitable[object]],
+    call: Callable[[], Coroutine[Any, Any, object]],
     killed_when: Callable[[], bool],
 ) -> object:
     """Start ``call`` with one worker, kill it when the witness shows ``killed_when``, start

@@ -1,6 +1,6 @@
 """One worker process of the durable-engine tests, and the agent every process of them builds.
 
-    python _worker.py <temporal address> <task queue> <redis url> <prefix> <witness dir>
+    python _durable_worker.py <temporal address> <task queue> <redis url> <prefix> <witness dir>
 
 runs a Temporal worker for the agent until it is killed, printing ``ready`` once it polls.
 
@@ -66,7 +66,7 @@ class WitnessModel(ScriptedChatModel):
         super().__init__(SCRIPT)
         self.witness = witness
 
-    async def stream(  # type: ignore[override]
+    async def stream(
         self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
     ) -> AsyncIterator[ChatChunk | ChatResponse]:
         last = request_text(messages[-1]) if messages else ""
