@@ -50,6 +50,22 @@ SCRIPT: list[dict[str, Any]] = [
     # (c) a gated tool waits for approval
     {"match": "^Deploy", "tool_calls": [{"name": "deploy", "input": {"target": "prod"}}]},
     {"match": "deployed prod", "text": "deploy done"},
+    # (d) a background subagent, whose child writes (slowly)
+    {
+        "match": "^Delegate",
+        "tool_calls": [
+            {
+                "name": "agent_spawn",
+                "input": {
+                    "agent_id": "general-purpose",
+                    "task": "Write it",
+                    "label": "writer",
+                    "timeout_seconds": 0,
+                },
+            }
+        ],
+    },
+    {"match": "status: accepted", "text": "delegated"},
     # two steps, each with a tool
     {"match": "^Two steps", "tool_calls": [{"name": "note", "input": {"text": "one"}}]},
     {"match": "noted one", "tool_calls": [{"name": "note", "input": {"text": "two"}}]},
@@ -131,7 +147,6 @@ def build_agent(redis_url: str, prefix: str, witness_dir: Path, local: Path) -> 
         session_leases=StoreLeases(store, ttl=LEASE_SECONDS),
         tools=[slow_write, deploy, note],
         memory=None,
-        subagents=None,
         skills=False,
         trace=False,
         approvals=ApprovalPolicy(rules={"deploy": ApprovalRule()}),

@@ -23,6 +23,7 @@ from _durable_worker import build_agent, engine_config
 from harness import HarnessAgent, RuntimeContext
 from harness.durable import TemporalEngine
 from harness.kernel import Finished, Msg, Paused
+from harness.subagents import TaskStatus
 
 WORKER = Path(__file__).with_name("_durable_worker.py")
 UNKNOWN = "whether it took effect is unknown"
@@ -210,6 +211,30 @@ async def test_a_worker_killed_while_its_turn_waits_for_approval(cluster: Cluste
     ]
     steps = completed_steps(cluster.lines())
     assert len(steps) == len(set(steps)) == 2
+
+
+async def test_a_worker_killed_during_a_background_subagent(cluster: Cluster) -> None:
+    ctx = RuntimeContext(session_id="d", user_id="ann")
+    assert cluster.engine is not None
+    engine, agent = cluster.engine, cluster.agent
+    assert agent.tasks is not None
+    first = await cluster.start_worker()
+
+    ended = await engine.call(agent, "Delegate the write", ctx=ctx)
+    assert isinstance(ended, Finished)
+    assert ended.reply.text == "delegated"  # the parent's turn is over; its task runs on
+    await cluster.until(lambda: "tool slow_write b" in cluster.lines())
+    kill(first)
+    await cluster.start_worker()
+
+    (record,) = await agent.tasks.records("ann", session_id="d")
+    record = await agent.tasks.wait(record, 60)
+    assert record.status is TaskStatus.COMPLETED, record
+    assert await agent.tasks.result(record) == "write reported"
+    lines = cluster.lines()
+    assert lines.count("tool slow_write b") == 1
+    steps = completed_steps(lines)
+    assert len(steps) == len(set(steps))  # no completed model call, parent's or child's, twice
 
 
 async def test_an_uninterrupted_turn_saves_what_a_taken_over_one_does(cluster: Cluster) -> None:

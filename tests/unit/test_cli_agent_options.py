@@ -27,6 +27,7 @@ SHARED = [
     "option",
     "mcp_config",
     "approval",
+    "engine",
     "verbose",
 ]
 AGENT_COMMANDS = [
@@ -86,7 +87,8 @@ def test_the_options_stand_where_the_parameter_does_and_arrive_as_one_value() ->
 
     names = [p.name for p in typer.main.get_command(demo).params]
     argv = "x -w ws -s s1 -u u1 -m scripted:f --store redis://h --context-window 4096"
-    argv += " -o a=1 -o b=2 --mcp-config t.json --approval deploy_* -v --last"
+    argv += " -o a=1 -o b=2 --mcp-config t.json --approval deploy_* --engine temporal://h:1"
+    argv += " -v --last"
     result = CliRunner().invoke(demo, argv.split())
 
     assert result.exit_code == 0, result.output
@@ -104,6 +106,7 @@ def test_the_options_stand_where_the_parameter_does_and_arrive_as_one_value() ->
                 options=("a=1", "b=2"),
                 mcp_config=Path("t.json"),
                 approvals=("deploy_*",),
+                engine="temporal://h:1",
                 verbose=True,
             ),
             True,

@@ -2,9 +2,9 @@
 
 ``run``, ``chat``, ``serve`` and the decisions of ``harness approvals`` build the same agent
 from the same options (workspace, session, user, model, store, context window, model options,
-MCP servers, approvals, verbose). They are declared here once: :func:`agent_command` puts them
-into a command's signature where its :class:`AgentArgs` parameter stands, so Typer parses and
-shows them as if the command had written each one, and calls the command with one
+MCP servers, approvals, engine, verbose). They are declared here once: :func:`agent_command`
+puts them into a command's signature where its :class:`AgentArgs` parameter stands, so Typer
+parses and shows them as if the command had written each one, and calls the command with one
 :class:`AgentArgs` value in their place. :func:`opened_agent` builds the agent from that value.
 
 This module sits below every command module: ``main`` registers the commands, and the commands
@@ -21,13 +21,14 @@ import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from harness.agent import HarnessAgent
 from harness.cli._common import (
     MCP_CONFIG_ENV,
     ApprovalOpt,
     ContextWindowOpt,
+    EngineOpt,
     MCPConfigOpt,
     ModelOpt,
     ModelOptionOpt,
@@ -40,10 +41,14 @@ from harness.cli._common import (
     model_options,
 )
 from harness.compaction import CompactionConfig
+from harness.errors import ConfigError
 from harness.models import context_window_from, resolve_model
 from harness.stores import STORE_ENV, open_store
 
-__all__ = ["AgentArgs", "agent_command", "cli_compaction", "opened_agent"]
+__all__ = ["AgentArgs", "agent_command", "cli_compaction", "connected_engine", "opened_agent"]
+
+if TYPE_CHECKING:
+    from harness.durable import TemporalEngine
 
 R = TypeVar("R")
 
@@ -64,6 +69,7 @@ class AgentArgs:
     options: tuple[str, ...] = ()
     mcp_config: Path | None = None
     approvals: tuple[str, ...] = ()
+    engine: str | None = None
     verbose: bool = False
 
 
@@ -77,6 +83,7 @@ _OPTIONS: Final[tuple[tuple[str, Any, Any], ...]] = (
     ("option", ModelOptionOpt, None),
     ("mcp_config", MCPConfigOpt, None),
     ("approval", ApprovalOpt, None),
+    ("engine", EngineOpt, None),
     ("verbose", VerboseOpt, False),
 )
 """The shared options in the order ``--help`` lists them: parameter name, declaration, default."""
@@ -122,6 +129,7 @@ def agent_command(*, per_turn: bool = True) -> Callable[[Callable[..., R]], Call
                 options=tuple(values["option"] or ()),
                 mcp_config=values["mcp_config"],
                 approvals=tuple(values["approval"] or ()),
+                engine=values["engine"],
                 verbose=values["verbose"],
             )
             return command(**given, **{slot: args})
@@ -183,7 +191,22 @@ async def opened_agent(given: AgentArgs) -> AsyncIterator[HarnessAgent]:
                 # Always a gate, if an empty one: a session's waiting calls stay waiting for
                 # `harness approvals`, and a new turn is refused until they are decided.
                 approvals=given.approvals,
+                durable=given.engine is not None,  # a turn another worker may take over
             )
 
         async with await asyncio.to_thread(build) as agent:
             yield agent
+
+
+async def connected_engine(url: str) -> TemporalEngine:
+    """The durable engine ``--engine`` names, connected.
+
+    A bad or unreachable one is a :class:`~harness.errors.ConfigError` or an
+    :class:`~harness.errors.EngineUnavailable` that says what to do.
+    """
+    from harness.durable import TemporalEngine
+
+    try:
+        return await TemporalEngine.connect(url)
+    except ValueError as exc:
+        raise ConfigError(f"--engine: {exc}") from None

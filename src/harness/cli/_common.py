@@ -31,6 +31,7 @@ __all__ = [
     "AgentOpt",
     "ApprovalOpt",
     "ContextWindowOpt",
+    "EngineOpt",
     "MCPConfigOpt",
     "ModelOpt",
     "ModelOptionOpt",
@@ -333,6 +334,18 @@ ModelOpt = Annotated[
         show_default="$HARNESS_MODEL",
     ),
 ]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        metavar="URL",
+        help="Run turns on a durable engine, temporal://HOST:PORT: a turn outlives the "
+        "process that took it (docs/durable-execution.md).",
+        callback=valid_text,
+        show_default="none: turns run in this process",
+    ),
+]
+
 StoreOpt = Annotated[
     str | None,
     typer.Option(

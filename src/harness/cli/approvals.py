@@ -22,7 +22,7 @@ from harness.approvals import (
     ReviewerDecision,
     ledger_for,
 )
-from harness.cli._agent import AgentArgs, agent_command, opened_agent
+from harness.cli._agent import AgentArgs, agent_command, connected_engine, opened_agent
 from harness.cli._common import (
     AgentOpt,
     SessionOpt,
@@ -91,6 +91,10 @@ def _decide(decision: ReviewerDecision, ident: str, given: AgentArgs) -> None:
         async with opened_agent(given) as agent:
             ctx = RuntimeContext(session_id=given.session, user_id=given.user)
             continued = await agent.decide({ident: decision}, ctx=ctx, by="harness approvals")
+            if not continued and given.engine is not None:  # the turn's workflow goes on
+                engine = await connected_engine(given.engine)
+                async with engine.worker(agent):
+                    return replied(await engine.resume(agent, ctx=ctx)).text
             if not continued:
                 return replied(await agent.resume(None, ctx=ctx)).text
             # A background task's call: the task goes on here; wait for it as its shutdown

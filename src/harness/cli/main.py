@@ -25,7 +25,7 @@ from rich.markup import escape
 
 from harness.agent import HarnessAgent
 from harness.approvals import ReviewerDecision
-from harness.cli._agent import AgentArgs, agent_command, opened_agent
+from harness.cli._agent import AgentArgs, agent_command, connected_engine, opened_agent
 from harness.cli._common import (
     VerboseOpt,
     checked_workspace,
@@ -72,6 +72,35 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(keys_app, name="keys")
 app.command("trace")(trace_command)
 app.command("serve")(serve_command)
+
+
+@app.command()
+@agent_command(per_turn=False)
+def worker(given: AgentArgs) -> None:
+    """Run turns of the --engine's queue until stopped: a worker of the durable engine.
+
+    Give it the agent options every other worker and server of the queue has (the same model,
+    tools and --store). docs/durable-execution.md.
+    """
+    setup_logging(given.verbose)
+    if given.engine is None:
+        err.print("error: a worker needs --engine temporal://HOST:PORT (its turns' engine)")
+        raise typer.Exit(2)
+    engine_url = given.engine
+
+    async def _work() -> None:
+        async with opened_agent(given) as agent:
+            engine = await connected_engine(engine_url)
+            observe = None
+            with contextlib.suppress(ImportError):  # without serve, nobody reads events
+                from harness.serve.engine import turn_log_observer
+
+                observe = turn_log_observer(agent)
+            async with engine.worker(agent, observe=observe):
+                err.print(f"worker of {engine.config.task_queue!r} on {engine.config.address}")
+                await asyncio.Event().wait()
+
+    run_async(_work())
 
 
 @app.command()
@@ -124,8 +153,11 @@ def run(
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
             ctx = RuntimeContext(session_id=session, user_id=user)
-            reply = replied(await agent.call(prompt, ctx=ctx))
-            return reply.id, reply.text
+            if given.engine is None:
+                return _said(await agent.call(prompt, ctx=ctx))
+            engine = await connected_engine(given.engine)
+            async with engine.worker(agent):  # this process is one of the engine's workers
+                return _said(await engine.call(agent, prompt, ctx=ctx))
 
     message_id, text = run_async(_run())
     if as_json:
@@ -133,6 +165,11 @@ def run(
         out.print_json(json.dumps(record, ensure_ascii=False))
     else:
         out.print(text, markup=False, highlight=False, soft_wrap=True)  # verbatim, never re-wrapped
+
+
+def _said(ended: Ended) -> tuple[str, str]:
+    reply = replied(ended)
+    return reply.id, reply.text
 
 
 @app.command()
@@ -144,6 +181,12 @@ def chat(given: AgentArgs) -> None:
     rejects it.
     """
     setup_logging(given.verbose)
+    if given.engine is not None:
+        err.print(
+            "error: chat runs its turns here (--engine is not supported by chat yet); use "
+            "harness run --engine or harness serve --engine"
+        )
+        raise typer.Exit(2)
     run_async(_chat(opened_agent(given), given.session, given.user))
 
 

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Final
 
 import typer
 
-from harness.cli._agent import AgentArgs, agent_command, opened_agent
+from harness.cli._agent import AgentArgs, agent_command, connected_engine, opened_agent
 from harness.cli._common import (
     one_line,
     one_line_errors,
@@ -64,6 +64,7 @@ class ServeOptions:
     approvals: list[str] = field(default_factory=list)
     cors_origins: list[str] = field(default_factory=list)
     metrics_open: bool = False
+    engine: str | None = None
     verbose: bool = False
 
 
@@ -77,6 +78,7 @@ def _agent_args(options: ServeOptions) -> AgentArgs:
         options=tuple(options.options),
         mcp_config=Path(options.mcp_config) if options.mcp_config else None,
         approvals=tuple(options.approvals),
+        engine=options.engine,
         verbose=options.verbose,
     )
 
@@ -98,6 +100,7 @@ def _app(options: ServeOptions) -> Any:
         ),
         cors_origins=tuple(options.cors_origins),
         metrics_open=options.metrics_open,
+        engine=options.engine,
     )
     return create_app(lambda: opened_agent(given), config)
 
@@ -240,6 +243,7 @@ def serve_command(
         approvals=list(given.approvals),
         cors_origins=list(cors_origin or []),
         metrics_open=metrics_open,
+        engine=given.engine,
         verbose=given.verbose,
     )
     try:
@@ -300,6 +304,8 @@ async def _preflight(options: ServeOptions) -> None:
     """
     async with opened_agent(_agent_args(options)):
         pass
+    if options.engine is not None:  # unreachable or misspelled: said now, not per worker
+        await connected_engine(options.engine)
 
 
 def _log_requests() -> None:

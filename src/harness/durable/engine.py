@@ -39,9 +39,17 @@ from harness.agent import HarnessAgent
 from harness.approvals import ReviewerDecision
 from harness.approvals.policy import DecisionKind
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.durable.activities import TurnActivities
-from harness.durable.refs import SegmentEnd, TurnRef
-from harness.durable.workflows import TurnInput, TurnSettings, TurnWorkflow, turn_workflow_id
+from harness.durable.activities import Observe, TurnActivities
+from harness.durable.refs import SegmentEnd, TaskRef, TurnRef
+from harness.durable.workflows import (
+    TaskInput,
+    TaskWorkflow,
+    TurnInput,
+    TurnSettings,
+    TurnWorkflow,
+    task_workflow_id,
+    turn_workflow_id,
+)
 from harness.errors import (
     AgentInterrupted,
     EngineUnavailable,
@@ -50,6 +58,8 @@ from harness.errors import (
     TurnFailed,
 )
 from harness.kernel import Ended, Finished, Paused
+from harness.subagents.children import spawn_depth
+from harness.subagents.tasks import Launcher, TaskRecord
 
 __all__ = ["SCHEME", "EngineConfig", "TemporalEngine"]
 
@@ -66,7 +76,7 @@ class EngineConfig:
         task_queue: The queue the agent's workers poll: one agent per queue.
         heartbeat_seconds: How long a worker may go silent before Temporal gives its turn to
             another worker (the worker heartbeats three times as often).
-        turn_seconds: The longest one run of a turn may take (a retry starts the clock again).
+        turn_seconds: The longest one run of a turn may take, its retries included.
         max_attempts: Runs of a turn's activity before the turn fails (0: no limit).
         first_retry_seconds: The pause before the first retry; each next one doubles, to 30 s.
         sticky_seconds: How long the next step of a turn waits for the worker that ran its
@@ -94,9 +104,17 @@ class EngineConfig:
 
     @classmethod
     def parse(cls, url: str) -> EngineConfig:
-        """``temporal://HOST:PORT[/NAMESPACE][?task_queue=QUEUE]``; ValueError says what to use."""
+        """``temporal://HOST:PORT[/NAMESPACE][?OPTION=VALUE&...]``; ValueError says what to use.
+
+        The options are this config's fields but the address and namespace: ``task_queue``,
+        ``heartbeat_seconds``, ``sticky_seconds``, ``first_retry_seconds``, ``max_attempts``,
+        ``turn_seconds``.
+        """
         parts = urlsplit(url)
-        usage = "use temporal://HOST:PORT, optionally /NAMESPACE and ?task_queue=QUEUE"
+        usage = (
+            "use temporal://HOST:PORT, optionally /NAMESPACE and ?OPTION=VALUE (one of "
+            f"{', '.join(_URL_OPTIONS)})"
+        )
         if parts.scheme != SCHEME or not parts.hostname:
             msg = f"engine {url!r} is not a Temporal address; {usage}"
             raise ValueError(msg)
@@ -106,13 +124,20 @@ class EngineConfig:
             msg = f"engine {url!r} has a port that is not a number; {usage}"
             raise ValueError(msg) from None
         namespace = parts.path.strip("/") or "default"
-        query = parse_qs(parts.query)
-        unknown = set(query) - {"task_queue"}
+        query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
+        unknown = set(query) - set(_URL_OPTIONS)
         if unknown:
             msg = f"engine {url!r} has unknown options {sorted(unknown)}; {usage}"
             raise ValueError(msg)
-        queue = query.get("task_queue", ["harness"])[-1]
-        return cls(f"{parts.hostname}:{port}", namespace=namespace, task_queue=queue)
+        given: dict[str, str | float | int] = {}
+        for name, value in query.items():
+            kind = _URL_OPTIONS[name]
+            try:
+                given[name] = kind(value)
+            except ValueError:
+                msg = f"engine {url!r}: {name} must be a {kind.__name__}, not {value!r}"
+                raise ValueError(msg) from None
+        return cls(f"{parts.hostname}:{port}", namespace=namespace, **given)  # type: ignore[arg-type]
 
     @property
     def settings(self) -> TurnSettings:
@@ -122,6 +147,16 @@ class EngineConfig:
             max_attempts=self.max_attempts,
             first_retry_seconds=self.first_retry_seconds,
         )
+
+
+_URL_OPTIONS: Final[dict[str, type[str] | type[float] | type[int]]] = {
+    "task_queue": str,
+    "heartbeat_seconds": float,
+    "sticky_seconds": float,
+    "first_retry_seconds": float,
+    "max_attempts": int,
+    "turn_seconds": float,
+}
 
 
 class TemporalEngine:
@@ -151,14 +186,23 @@ class TemporalEngine:
             raise EngineUnavailable(msg) from None
         return cls(client, config)
 
-    def worker(self, agent: HarnessAgent) -> Worker:
-        """A worker that runs ``agent``'s turns: ``async with engine.worker(agent): ...``."""
-        activities = TurnActivities(agent, heartbeat_seconds=self.config.heartbeat_seconds)
+    def worker(self, agent: HarnessAgent, *, observe: Observe | None = None) -> Worker:
+        """A worker that runs ``agent``'s turns: ``async with engine.worker(agent): ...``.
+
+        ``observe`` sees each run's items (``harness serve`` logs them as the turn's events).
+        From now on the agent hands its background tasks to the engine too: each is a
+        workflow of its own, run by whichever worker of the queue is alive.
+        """
+        activities = TurnActivities(
+            agent, heartbeat_seconds=self.config.heartbeat_seconds, observe=observe
+        )
+        if agent.tasks is not None:
+            agent.tasks.launcher = self._launcher(agent)
         return Worker(
             self.client,
             task_queue=self.config.task_queue,
-            workflows=[TurnWorkflow],
-            activities=[activities.segment],
+            workflows=[TurnWorkflow, TaskWorkflow],
+            activities=[activities.segment, activities.task],
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.config.sticky_seconds),
             # The workflow's module is Harness's: its package is imported once, outside the
             # sandbox (the workflow itself uses only the references of harness.durable.refs).
@@ -179,9 +223,38 @@ class TemporalEngine:
             EngineUnavailable: The server went away.
         """
         ctx = _bound(agent, ctx)
-        ref = TurnRef(agent.name, str(ctx.session_id), uuid.uuid4().hex, ctx.user_id, text)
-        handle = await self._start(agent, ctx, ref)
+        handle = await self._start(agent, ctx, _ref(agent, ctx, text, uuid.uuid4().hex))
         return await self._next(agent, ctx, handle, 0)
+
+    async def submit(
+        self, agent: HarnessAgent, text: str, *, ctx: RuntimeContext, stream: str
+    ) -> None:
+        """Start a turn and return once the engine holds it; its events are ``stream``'s.
+
+        Raises:
+            SessionBusy: The session has a turn running, or one waiting for decisions.
+        """
+        await self._start(agent, _bound(agent, ctx), _ref(agent, ctx, text, stream))
+
+    async def proceed(self, agent: HarnessAgent, *, ctx: RuntimeContext, stream: str) -> int:
+        """Continue the session's paused turn (its decisions recorded) as ``stream``.
+
+        Signals the turn's workflow, or starts one when none holds the turn (it paused without
+        the engine, or its workflow was terminated). Returns how many runs of the turn had
+        ended before: what :meth:`call` and :meth:`resume` wait past.
+        """
+        ctx = _bound(agent, ctx)
+        handle = self._handle(agent, ctx)
+        if await self._running(handle):
+            seen = await handle.query(TurnWorkflow.seen)
+            await handle.signal(TurnWorkflow.decided, stream)
+            return seen
+        await self._start(agent, ctx, _ref(agent, ctx, None, stream))
+        return 0
+
+    async def running(self, agent: HarnessAgent, *, ctx: RuntimeContext) -> bool:
+        """Whether the session has a turn on the engine, running or waiting for decisions."""
+        return await self._running(self._handle(agent, _bound(agent, ctx)))
 
     async def resume(
         self,
@@ -198,19 +271,8 @@ class TemporalEngine:
         ctx = _bound(agent, ctx)
         if decisions:
             await agent.decide(decisions, ctx=ctx, by=by)
-        handle = self._handle(agent, ctx)
-        try:
-            seen = await handle.query(TurnWorkflow.seen)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise _unavailable(self.config, exc) from None
-            seen = None
-        if seen is None or not await self._running(handle):
-            # No workflow holds the turn (it paused without the engine, or was terminated).
-            ref = TurnRef(agent.name, str(ctx.session_id), uuid.uuid4().hex, ctx.user_id, None)
-            return await self._next(agent, ctx, await self._start(agent, ctx, ref), 0)
-        await handle.signal(TurnWorkflow.decided)
-        return await self._next(agent, ctx, handle, seen)
+        seen = await self.proceed(agent, ctx=ctx, stream=uuid.uuid4().hex)
+        return await self._next(agent, ctx, self._handle(agent, ctx), seen)
 
     async def cancel(self, agent: HarnessAgent, *, ctx: RuntimeContext | None = None) -> bool:
         """Stop the session's running or waiting turn; whether there was one."""
@@ -221,6 +283,21 @@ class TemporalEngine:
         return True
 
     # -- how -------------------------------------------------------------------------------
+
+    def _launcher(self, agent: HarnessAgent) -> Launcher:
+        async def launch(record: TaskRecord, text: str, ctx: RuntimeContext) -> None:
+            ref = TaskRef(agent.name, record.task_id, record.user_id, text, spawn_depth(ctx))
+            try:
+                await self.client.start_workflow(
+                    TaskWorkflow.run,
+                    TaskInput(ref, self.config.settings),
+                    id=task_workflow_id(agent.name, record.user_id, record.task_id),
+                    task_queue=self.config.task_queue,
+                )
+            except RPCError as exc:
+                raise _unavailable(self.config, exc) from None
+
+        return launch
 
     def _handle(
         self, agent: HarnessAgent, ctx: RuntimeContext
@@ -282,6 +359,11 @@ class TemporalEngine:
             pending = await agent.pending_approvals(ctx)
             return Paused(tuple(request.as_dict() for request in pending), reply=reply)
         return Finished(reply)
+
+
+def _ref(agent: HarnessAgent, ctx: RuntimeContext, text: str | None, stream: str) -> TurnRef:
+    session = str(_bound(agent, ctx).session_id)
+    return TurnRef(agent.name, session, uuid.uuid4().hex, ctx.user_id, text, stream)
 
 
 def _bound(agent: HarnessAgent, ctx: RuntimeContext | None) -> RuntimeContext:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["TURN_KEY", "SegmentEnd", "TurnRef"]
+__all__ = ["TURN_KEY", "SegmentEnd", "TaskRef", "TurnRef"]
 
 TURN_KEY: Final = "harness_turn"
 """The metadata key, on a turn's input message, of the turn's id: how a worker that takes the
@@ -22,22 +22,45 @@ turn over knows whether the input was already accepted (and must not be added ag
 
 @dataclass(frozen=True)
 class TurnRef:
-    """One turn: whose session, which turn, and its new input (None continues a paused turn)."""
+    """One run of a turn: whose session, which turn, its new input (None continues it).
+
+    ``stream``: the id of this run's events (a served turn's event stream; each continuation
+    after decisions has its own, as a served continuation does in process).
+    """
 
     agent: str
     session_id: str
     turn: str
     user_id: str | None = None
     text: str | None = None
+    stream: str = ""
 
 
 @dataclass(frozen=True)
 class SegmentEnd:
     """How one run of the turn's activity ended: finished, paused, failed or cancelled.
 
-    ``pending``: the approval ids a paused turn waits for; ``error``: a failure's one line.
+    ``pending``: the approval ids a paused turn waits for, and ``expires_in``: the seconds until
+    the last of them expires (then the turn goes on, as if they were rejected); ``error``: a
+    failure's one line.
     """
 
     kind: Literal["finished", "paused", "failed", "cancelled"]
     pending: list[str] = field(default_factory=list)
     error: str | None = None
+    expires_in: float | None = None
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """One background task: its record (by id, in its user's namespace), and more.
+
+    ``text``: the whole task the parent gave (the record keeps only its head); ``depth``: the
+    spawning call's subagent depth (the child's is one more).
+    """
+
+    agent: str
+    task_id: str
+    user_id: str | None
+    text: str
+    depth: int = 0

@@ -10,8 +10,10 @@ from the store (:mod:`harness.durable.activities`).
 
 A turn that pauses for approval keeps its workflow open, waiting (days, if need be, with no
 process held) for the :meth:`TurnWorkflow.decided` signal, sent once decisions are in the
-ledger; then it runs the activity again. A cancel (Temporal's, ``TemporalEngine.cancel``)
-stops the running activity at its next heartbeat, or the wait.
+ledger; then it runs the activity again. When the requests expire first, it runs it again as
+well: the gate reads them as rejected and the turn goes on, so no session is held forever. A
+cancel (Temporal's, ``TemporalEngine.cancel``) stops the running activity at its next
+heartbeat, or the wait.
 
 Clients learn how each run ended without polling: the update :meth:`TurnWorkflow.next_end`
 returns once the workflow has more ends than the caller has seen.
@@ -23,7 +25,7 @@ references it passes (:mod:`harness.durable.refs`).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from temporalio import workflow
@@ -31,12 +33,31 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from harness.durable.refs import SegmentEnd, TurnRef
+    from harness.durable.refs import SegmentEnd, TaskRef, TurnRef
 
-__all__ = ["SEGMENT", "TurnInput", "TurnSettings", "TurnWorkflow", "turn_workflow_id"]
+__all__ = [
+    "SEGMENT",
+    "TASK",
+    "TaskInput",
+    "TaskWorkflow",
+    "TurnInput",
+    "TurnSettings",
+    "TurnWorkflow",
+    "task_workflow_id",
+    "turn_workflow_id",
+]
 
 SEGMENT = "harness.turn.segment"
 """The activity that runs a turn from where the store says it is (its name on the queue)."""
+
+
+TASK = "harness.task.run"
+"""The activity that runs a background task to its end (its name on the queue)."""
+
+
+def task_workflow_id(agent: str, user_id: str | None, task_id: str) -> str:
+    """The workflow id of a background task: one workflow per task, ever."""
+    return f"harness-task/{agent}/{user_id or '-'}/{task_id}"
 
 
 def turn_workflow_id(agent: str, user_id: str | None, session_id: str) -> str:
@@ -53,10 +74,26 @@ class TurnSettings:
     max_attempts: int
     first_retry_seconds: float
 
+    @property
+    def retries(self) -> RetryPolicy:
+        """Retries with backoff: the first after ``first_retry_seconds``, doubling to 30 s."""
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.first_retry_seconds),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=max(30.0, self.first_retry_seconds)),
+            maximum_attempts=self.max_attempts,
+        )
+
 
 @dataclass(frozen=True)
 class TurnInput:
     ref: TurnRef
+    settings: TurnSettings
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    ref: TaskRef
     settings: TurnSettings
 
 
@@ -66,28 +103,23 @@ class TurnWorkflow:
 
     def __init__(self) -> None:
         self.ends: list[SegmentEnd] = []
-        self.decisions = 0
+        self.streams: list[str] = []
+        """The event stream of each continuation asked for (:meth:`decided`), in order."""
 
     @workflow.run
     async def run(self, given: TurnInput) -> SegmentEnd:
         ref, settings = given.ref, given.settings
-        retries = RetryPolicy(
-            initial_interval=timedelta(seconds=settings.first_retry_seconds),
-            backoff_coefficient=2.0,
-            maximum_interval=timedelta(seconds=max(30.0, settings.first_retry_seconds)),
-            maximum_attempts=settings.max_attempts,
-        )
         try:
             while True:
-                seen = self.decisions
+                seen = len(self.streams)
                 try:
                     end: SegmentEnd = await workflow.execute_activity(
                         SEGMENT,
                         ref,
                         result_type=SegmentEnd,
-                        start_to_close_timeout=timedelta(seconds=settings.turn_seconds),
+                        schedule_to_close_timeout=timedelta(seconds=settings.turn_seconds),
                         heartbeat_timeout=timedelta(seconds=settings.heartbeat_seconds),
-                        retry_policy=retries,
+                        retry_policy=settings.retries,
                         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                     )
                 except ActivityError as error:
@@ -97,21 +129,27 @@ class TurnWorkflow:
                 self.ends.append(end)
                 if end.kind != "paused":
                     break
-                await self._decided_after(seen)
-                ref = TurnRef(ref.agent, ref.session_id, ref.turn, ref.user_id, None)
+                if not await self._decided_after(seen, end.expires_in):
+                    self.streams.append(str(workflow.uuid4()))  # expired: the gate refuses them
+                ref = replace(ref, text=None, stream=self.streams[seen])
         except asyncio.CancelledError:
             end = SegmentEnd("cancelled")
             self.ends.append(end)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return end
 
-    async def _decided_after(self, seen: int) -> None:
-        await workflow.wait_condition(lambda: self.decisions > seen)
+    async def _decided_after(self, seen: int, expires_in: float | None) -> bool:
+        """Wait for a decision; False when the requests expired first."""
+        try:
+            await workflow.wait_condition(lambda: len(self.streams) > seen, timeout=expires_in)
+        except TimeoutError:
+            return False
+        return True
 
     @workflow.signal
-    def decided(self) -> None:
-        """Decisions were recorded in the ledger: continue the paused turn."""
-        self.decisions += 1
+    def decided(self, stream: str) -> None:
+        """Decisions were recorded in the ledger: continue the paused turn, as ``stream``."""
+        self.streams.append(stream)
 
     @workflow.query
     def seen(self) -> int:
@@ -123,6 +161,27 @@ class TurnWorkflow:
         """The end of the run after the ``seen`` first ones, once there is one."""
         await workflow.wait_condition(lambda: len(self.ends) > seen)
         return self.ends[seen]
+
+
+@workflow.defn(name="harness.task")
+class TaskWorkflow:
+    """A background task: one activity, retried on another worker when its own dies.
+
+    Its status is the task record's, in the store; the workflow returns the one it ended with.
+    """
+
+    @workflow.run
+    async def run(self, given: TaskInput) -> str:
+        settings = given.settings
+        status: str = await workflow.execute_activity(
+            TASK,
+            given.ref,
+            result_type=str,
+            schedule_to_close_timeout=timedelta(seconds=settings.turn_seconds),
+            heartbeat_timeout=timedelta(seconds=settings.heartbeat_seconds),
+            retry_policy=settings.retries,
+        )
+        return status
 
 
 def _cause(error: BaseException) -> str:

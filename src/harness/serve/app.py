@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from harness.agent import HarnessAgent
-from harness.errors import HarnessError, RequestRefused
+from harness.errors import ConfigError, HarnessError, RequestRefused
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve import metrics
 from harness.serve.api import (
@@ -47,6 +48,9 @@ from harness.serve.state import ServeState
 from harness.serve.streams import TurnStreams
 from harness.serve.turns import Turns
 
+if TYPE_CHECKING:
+    from harness.serve.engine import EngineTurns
+
 __all__ = ["AgentOpener", "create_app"]
 
 AgentOpener = Callable[[], contextlib.AbstractAsyncContextManager[HarnessAgent]]
@@ -55,6 +59,27 @@ AgentOpener = Callable[[], contextlib.AbstractAsyncContextManager[HarnessAgent]]
 logger = logging.getLogger("harness.serve")
 
 _PAGE = "index.html"
+
+
+async def _engine(
+    stack: contextlib.AsyncExitStack, turns: Turns, config: ServeConfig
+) -> EngineTurns:
+    """Connect to the durable engine and run a worker of its queue for the served agent."""
+    from harness.durable import EngineConfig, TemporalEngine
+    from harness.serve.engine import EngineTurns, turn_log_observer
+
+    assert config.engine is not None
+    if not turns.agent.options.durable:
+        msg = "a served agent on a durable engine must be made with durable=True"
+        raise ConfigError(msg)
+    engine_config = dataclasses.replace(
+        EngineConfig.parse(config.engine), turn_seconds=config.turn_timeout
+    )
+    engine = await TemporalEngine.connect(engine_config)
+    await stack.enter_async_context(
+        engine.worker(turns.agent, observe=turn_log_observer(turns.agent))
+    )
+    return EngineTurns(turns, engine)
 
 
 def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_SERVE) -> FastAPI:
@@ -70,7 +95,9 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
                 if isinstance(agent, HarnessAgent)
                 else await stack.enter_async_context(agent())
             )
-            state = ServeState(TurnStreams(Turns(served, config)), config)
+            turns = Turns(served, config)
+            engine = await _engine(stack, turns, config) if config.engine else None
+            state = ServeState(TurnStreams(turns, engine), config)
             stack.push_async_callback(state.streams.aclose)  # before the agent closes
             app.include_router(openai_router(state))
             app.include_router(responses_router(state))

@@ -108,6 +108,10 @@ class ServeConfig:
             Every other page stays refused. Checked and normalized here (:func:`web_origin`).
         metrics_open: ``GET /metrics`` answers without a key (for a scraper on a private
             network); by default it needs any valid key on a keyed server.
+        engine: A durable engine, ``temporal://HOST:PORT[/NAMESPACE][?task_queue=Q]``: each
+            turn runs as a workflow that any server of the engine's queue continues when its
+            own dies (:mod:`harness.serve.engine`, ``docs/durable-execution.md``); the served
+            agent must be made with ``durable=True``. None (the default) runs turns here.
     """
 
     keys: ApiKeys | None = None
@@ -123,6 +127,7 @@ class ServeConfig:
     allowed_hosts: tuple[str, ...] | None = None
     cors_origins: tuple[str, ...] = ()
     metrics_open: bool = False
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.cors_origins, str):

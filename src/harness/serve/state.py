@@ -54,7 +54,12 @@ class ServeState:
         if live is not None:
             return not live.done
         logged = await read_log(self.turns.agent.workspace, self._log_path(ctx))
-        return logged is not None and not logged.ended and await self.turns.busy(ctx)
+        return logged is not None and not logged.ended and await self._busy(ctx)
+
+    async def _busy(self, ctx: RuntimeContext) -> bool:
+        """Whether something holds the session's turn: its gate, or its workflow on the engine."""
+        engine = self.streams.engine
+        return await (self.turns.busy(ctx) if engine is None else engine.running(ctx))
 
     async def reattach(
         self, ctx: RuntimeContext, since: tuple[str, int] | None
@@ -73,7 +78,7 @@ class ServeState:
         if logged is None:
             return None
         after = since[1] if since is not None and since[0] == logged.turn else -1
-        return replay(lambda: read_log(workspace, path), after, lambda: self.turns.busy(ctx), ping)
+        return replay(lambda: read_log(workspace, path), after, lambda: self._busy(ctx), ping)
 
     async def cancel(self, ctx: RuntimeContext) -> bool:
         """Stop the session's running turn; whether one was running.
@@ -81,6 +86,9 @@ class ServeState:
         A turn of this process stops before this returns; one of another worker stops within
         a second, when it reads the request (:class:`~harness.serve.turn_log.CancelWatch`).
         """
+        engine = self.streams.engine
+        if engine is not None:  # whichever worker runs it stops at its next heartbeat
+            return await engine.cancel(ctx)
         live = self.streams.live.get(self._directory(ctx))
         if live is not None and not live.done:
             live.stop()
@@ -88,7 +96,7 @@ class ServeState:
             return True
         workspace = self.turns.agent.workspace
         logged = await read_log(workspace, self._log_path(ctx))
-        if logged is None or logged.ended or not await self.turns.busy(ctx):
+        if logged is None or logged.ended or not await self._busy(ctx):
             return False
         await request_cancel(workspace, f"{self._directory(ctx)}/{CANCEL_FILE}", logged.turn)
         return True
@@ -100,6 +108,8 @@ class ServeState:
             RequestRefused: 409 ``session_busy`` while a turn runs on it.
         """
         try:
+            if self.streams.engine is not None and await self.streams.engine.running(ctx):
+                raise SessionBusy(ctx.session_id)
             async with self.turns.gate(ctx):
                 return await self.turns.agent.delete_session(ctx)
         except SessionBusy:

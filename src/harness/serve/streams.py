@@ -19,7 +19,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.background import BackgroundTask
 
@@ -29,6 +29,9 @@ from harness.kernel.cancelling import cancel_and_wait
 from harness.serve.metrics import TURN_METRICS
 from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, CancelWatch, TurnLogWriter, event_id
 from harness.serve.turns import TurnEvent, Turns
+
+if TYPE_CHECKING:
+    from harness.serve.engine import EngineTurns
 
 __all__ = ["IdentifiedEvent", "TurnStream", "TurnStreams"]
 
@@ -41,8 +44,10 @@ logger = logging.getLogger("harness.serve")
 class TurnStreams:
     """The turns this process runs, each a :class:`TurnStream`: the one place a turn starts."""
 
-    def __init__(self, turns: Turns) -> None:
+    def __init__(self, turns: Turns, engine: EngineTurns | None = None) -> None:
         self.turns = turns
+        self.engine = engine
+        """The durable engine the turns run on (:mod:`harness.serve.engine`); None: here."""
         self.live: dict[str, TurnStream] = {}
         """The turns this process runs, by session directory: what a reconnect reads first."""
         self.running: set[TurnStream] = set()
@@ -133,6 +138,7 @@ class TurnStream:
         self.done = False
         self._streams = streams
         self._turns = streams.turns
+        self._engine = streams.engine
         self._wake = asyncio.Event()
         self._stopping = False
         self._log: TurnLogWriter | None = None
@@ -146,8 +152,9 @@ class TurnStream:
 
     def _add(self, event: TurnEvent) -> None:
         if not self.emitted:  # turn.started: the gate is ours, so is the session's turn log
-            workspace = self._turns.agent.workspace
-            self._log = TurnLogWriter(workspace, f"{self.directory}/{TURN_LOG}", self.id)
+            if self._engine is None:  # on the engine, the worker that runs the turn writes it
+                workspace = self._turns.agent.workspace
+                self._log = TurnLogWriter(workspace, f"{self.directory}/{TURN_LOG}", self.id)
             self._streams.live[self.directory] = self
         if self._log is not None:
             self._log.add(len(self.emitted), *event)
@@ -158,10 +165,14 @@ class TurnStream:
     async def _run(self, text: str | None) -> None:
         watch: CancelWatch | None = None
         try:
-            turn = TURN_METRICS.observe(self._turns.run(self.ctx, text))
+            turn = TURN_METRICS.observe(
+                self._turns.run(self.ctx, text)
+                if self._engine is None
+                else self._engine.run(self.ctx, text, self.id)
+            )
             async with contextlib.aclosing(turn) as events:
                 async for event in events:
-                    if watch is None:
+                    if watch is None and self._engine is None:
                         watch = CancelWatch(
                             self._turns.agent.workspace,
                             f"{self.directory}/{CANCEL_FILE}",
@@ -170,7 +181,7 @@ class TurnStream:
                         )
                     self._add(event)
         except asyncio.CancelledError:
-            if self._stopping and self.emitted:
+            if self._stopping and self.emitted and self._engine is None:
                 self._add(("turn.cancelled", {"session_id": self.ctx.session_id}))
             raise
         except SessionBusy:
@@ -245,14 +256,23 @@ class TurnStream:
             await self.aclose()
 
     def stop(self) -> None:
-        """Stop the turn, as a stopped ``harness run`` is; it ends with ``turn.cancelled``."""
+        """Stop the turn, as a stopped ``harness run`` is; it ends with ``turn.cancelled``.
+
+        On the engine this server only stops following it: the turn goes on in its workflow
+        (the server's shutdown), and :meth:`ServeState.cancel` cancels that.
+        """
         if not self._pump.done():
             self._stopping = True
             self._pump.cancel()
 
     async def aclose(self) -> None:
-        """The response is done with the turn: stop it, unless it was started detached."""
+        """The response is done with the turn: stop it, unless it was started detached.
+
+        On the engine, that cancels the turn's workflow: the client left, as in process.
+        """
         if not self.detach and not self._pump.done():
+            if self._engine is not None and self.emitted:
+                await self._engine.cancel(self.ctx)
             await cancel_and_wait(self._pump)
 
     async def wait(self) -> None:

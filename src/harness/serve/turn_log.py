@@ -108,15 +108,23 @@ async def read_log(workspace: WorkspaceManager, path: str) -> LoggedTurn | None:
 
 
 class TurnLogWriter:
-    """Appends one turn's events to its log, a batch at a time, in the background."""
+    """Appends one turn's events to its log, a batch at a time, in the background.
 
-    def __init__(self, workspace: WorkspaceManager, path: str, turn: str) -> None:
+    ``fresh=False`` goes on with a log the turn already has (a worker that took over a turn on
+    the durable engine): no new header, the events numbered on from the caller's ``n``.
+    """
+
+    def __init__(
+        self, workspace: WorkspaceManager, path: str, turn: str, *, fresh: bool = True
+    ) -> None:
         self._workspace = workspace
         self._path = path
         self._turn = turn
+        self._fresh = fresh
         self._pending: list[str] = []
         self._wake = asyncio.Event()
         self._ended = False
+        self._mark = True
         self._task = asyncio.create_task(self._write(), name=f"turn-log-{turn[:8]}")
 
     def add(self, n: int, name: str, data: Mapping[str, Any]) -> None:
@@ -125,11 +133,14 @@ class TurnLogWriter:
         self._pending.append(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         self._wake.set()
 
-    async def close(self) -> None:
+    async def close(self, *, end: bool = True) -> None:
         """Write what is left and the end mark, and wait for it.
 
-        A caller cancelled meanwhile stops waiting; the writing goes on to its end.
+        ``end=False`` leaves the mark out: the turn goes on elsewhere (a worker shutting down
+        hands it to another). A caller cancelled meanwhile stops waiting; the writing goes on
+        to its end.
         """
+        self._mark = end
         self._ended = True
         self._wake.set()
         await asyncio.wait({self._task})
@@ -137,12 +148,13 @@ class TurnLogWriter:
     async def _write(self) -> None:
         header = {"turn": self._turn, "started_at": time.time()}
         try:
-            await self._workspace.write_text(self._path, json.dumps(header) + "\n")
+            if self._fresh:
+                await self._workspace.write_text(self._path, json.dumps(header) + "\n")
             while True:
                 await self._wake.wait()
                 self._wake.clear()
                 batch, self._pending = self._pending, []
-                if self._ended:
+                if self._ended and self._mark:
                     batch.append('{"end": true}\n')
                 if batch:
                     await self._workspace.append_text(self._path, "".join(batch))

@@ -16,6 +16,11 @@ waits for it (``wait`` seconds, polling with a growing pause) and then gets
   that cannot renew in time (a store stalled for longer than ``ttl``) loses the lease: that is
   logged, and the exclusion is then no longer guaranteed for its call.
 - :class:`ProcessLeases` (any other backend): an ``asyncio`` lock, this process only.
+
+:data:`LEASE_HOLDER` names who holds the leases taken in a context. The durable engine's
+activity sets it to its turn, so when a worker dies, the worker that takes the turn over takes
+over its store lease at once instead of waiting out the ``ttl`` (Temporal has already decided
+that the dead attempt is gone).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import errno
 import fcntl
 import hashlib
@@ -44,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SESSION_WAIT",
+    "LEASE_HOLDER",
     "FileLeases",
     "ProcessLeases",
     "SessionLeases",
@@ -52,6 +59,12 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+LEASE_HOLDER: Final[contextvars.ContextVar[str | None]] = contextvars.ContextVar(
+    "harness_lease_holder", default=None
+)
+"""Who holds the store leases taken in this context; a lease its holder left (a dead attempt of
+the same turn) is taken over at once. None: each hold is a holder of its own."""
 
 DEFAULT_SESSION_WAIT: Final = 300.0
 """How long a call waits for a session another call is using, in seconds."""
@@ -158,7 +171,7 @@ class StoreLeases:
 
     @contextlib.asynccontextmanager
     async def hold(self, key: str, *, wait: float) -> AsyncIterator[None]:
-        holder = secrets.token_hex(8)
+        holder = LEASE_HOLDER.get() or secrets.token_hex(8)
         version = await _waiting(key, wait, lambda: self._try_take(key, holder))
         held = [version]  # the version of the record this holder wrote last
         renewing = asyncio.create_task(self._renew(key, holder, held))
@@ -172,7 +185,13 @@ class StoreLeases:
 
     async def _try_take(self, key: str, holder: str) -> int | None:
         item = await self.store.get(self.namespace, key)
-        if item is not None and item.value.get("holder") and item.value["expires"] > time.time():
+        held_by = item.value.get("holder") if item is not None else None
+        if (
+            item is not None
+            and held_by
+            and held_by != holder
+            and item.value["expires"] > time.time()
+        ):
             return None
         value = {"holder": holder, "expires": time.time() + self.ttl}
         return await self.store.put_if_version(

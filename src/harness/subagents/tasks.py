@@ -17,6 +17,12 @@ full result in ``<task id>.result.md`` next to it. The rules the original broke,
   reporting it running forever.
 - **Bounded.** At most ``max_running`` tasks of one repository run at once; the others wait,
   ``pending``, in submission order.
+- **On a durable engine, a task outlives its worker.** With a :attr:`TaskRepository.launcher`
+  (the Temporal engine's, :mod:`harness.durable`), a new background task is handed to the
+  engine instead of run here: a workflow of its own runs it on any worker
+  (:meth:`TaskRepository.run_here`), Temporal's heartbeats stand for the record's, and a worker
+  that dies hands it to another, which continues the child's session from the store. Its
+  record names :data:`ENGINE` as its worker and is never found lost.
 - **Waiting for a person is not running.** A task whose child's tool call waits for approval is
   ``waiting``: it holds no slot, needs no heartbeat (so it is never found lost), and its
   requests are handed to :attr:`TaskRepository.on_wait` (the parent's approval ledger). A
@@ -49,6 +55,7 @@ from harness.memory.config import Clock, utc_now
 from harness.workspace import AGENTS_DIR, TASKS_DIR, WorkspaceManager, safe_segment, scoped
 
 __all__ = [
+    "ENGINE",
     "WORKER_LOST",
     "TaskRecord",
     "TaskRepository",
@@ -58,6 +65,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WORKER_LOST: Final = "worker lost"
+ENGINE: Final = "engine"
+"""The ``worker`` of a task the durable engine runs: whichever of its workers is alive."""
 MAX_TASK_TEXT: Final = 500
 
 
@@ -121,6 +130,10 @@ class TaskRecord(BaseModel):
 Work = Callable[[], Awaitable[str | Paused]]
 """A task's work: its child's reply, or the child's pause (the task then waits for approval)."""
 
+Launcher = Callable[["TaskRecord", str, RuntimeContext], Awaitable[object]]
+"""``launcher(record, task, ctx)``: hand a new task (its record saved, its whole text, the
+spawning call's context) to the engine that will run it."""
+
 OnWait = Callable[["TaskRecord", Sequence[Mapping[str, Any]]], Awaitable[object]]
 """``on_wait(record, pending)``: record the requests a task's child waits for, durably,
 before the task is said to wait (raising makes the task fail instead)."""
@@ -162,6 +175,8 @@ class TaskRepository:
         self.stale_after = timedelta(seconds=stale_after_seconds)
         self.clock = clock
         self.on_finish = on_finish  # e.g. the trace's record of the task
+        self.launcher: Launcher | None = None
+        """Hands new background tasks to a durable engine; None: they run in this process."""
         self.on_wait: OnWait | None = None
         """Where a task's waiting requests go (the parent's approvals); None: a task whose
         child waits for approval fails, as nobody could decide it."""
@@ -196,8 +211,15 @@ class TaskRepository:
     ) -> TaskRecord:
         """Queue ``work`` as a background task; it starts when a slot is free.
 
-        With a slot free now, the task is recorded as running at once (one write fewer).
+        With a slot free now, the task is recorded as running at once (one write fewer). With a
+        :attr:`launcher`, it is recorded ``pending`` and handed to the engine instead.
         """
+        if self.launcher is not None:
+            record = self._new(ctx, agent_id, TaskStatus.PENDING, task, agent_key, label)
+            record = record.model_copy(update={"worker": ENGINE})
+            await self._save(record)
+            await self.launcher(record, task, ctx)
+            return record
         slots = self._slots_here()
         holding = not slots.locked()
         if holding:
@@ -286,6 +308,25 @@ class TaskRepository:
             self._slots = asyncio.Semaphore(self.max_running)
         return self._slots
 
+    async def run_here(
+        self, record: TaskRecord, work: Work, *, handed_over: Callable[[], bool] = lambda: False
+    ) -> TaskRecord:
+        """Run a task the engine handed to this worker to its final (or waiting) status.
+
+        A task already final, or waiting, is left as it is: a retry after the worker that ran
+        it died once it had settled. A cancel while ``handed_over()`` says the task goes on
+        elsewhere (this worker shuts down) leaves it unsettled. Returns the record as it ends.
+        """
+        current = await self._load(record.task_id, record.user_id) or record
+        if current.status.at_rest:
+            return current
+        now = self.clock()
+        changes = {"status": TaskStatus.RUNNING, "started_at": now, "heartbeat_at": now}
+        running = await self._update(current, changes)
+        if running.status is TaskStatus.RUNNING:
+            await self._execute(running, work, handed_over=handed_over)
+        return await self._load(record.task_id, record.user_id) or running
+
     async def _queued(self, record: TaskRecord, work: Work, *, holding: bool) -> None:
         """Run ``work`` in a slot: the one ``submit`` took, or the next one to come free."""
         slots = self._slots_here()
@@ -307,7 +348,9 @@ class TaskRepository:
             if holding:
                 slots.release()
 
-    async def _execute(self, record: TaskRecord, work: Work) -> None:
+    async def _execute(
+        self, record: TaskRecord, work: Work, *, handed_over: Callable[[], bool] = lambda: False
+    ) -> None:
         """Run ``work`` to a final status; the result is saved before ``completed``."""
         try:
             result = await work()
@@ -325,7 +368,8 @@ class TaskRepository:
                 return
             await self._settle(record, TaskStatus.COMPLETED, result_path=written)
         except asyncio.CancelledError:
-            await self._settle(record, TaskStatus.CANCELLED)
+            if not handed_over():
+                await self._settle(record, TaskStatus.CANCELLED)
             raise
         except Exception as exc:
             logger.warning("task %s (%s) failed: %r", record.task_id, record.agent_id, exc)
@@ -643,6 +687,8 @@ class TaskRepository:
         A waiting task is never stale: no process runs it until a decision continues it.
         """
         last = record.heartbeat_at or record.created_at
+        if record.worker == ENGINE:  # the engine watches its workers' heartbeats
+            return False
         return not record.status.at_rest and self.clock() - last >= self.stale_after
 
 

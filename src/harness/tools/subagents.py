@@ -34,7 +34,7 @@ from harness.options import AgentOptions, child_options
 from harness.subagents.children import SPAWN_DEPTH_KEY, SubagentAgent, close_child, spawn_depth
 from harness.subagents.config import SubagentsConfig
 from harness.subagents.declarations import Declaration, SubagentCatalog, SubagentFactory
-from harness.subagents.tasks import TaskRepository
+from harness.subagents.tasks import TaskRecord, TaskRepository
 from harness.workspace import AGENTS_DIR, CHILDREN_DIR, WorkspaceManager, safe_segment
 
 __all__ = ["SubagentTools", "accepted_block", "build_child"]
@@ -331,6 +331,29 @@ class SubagentTools:
             raise HarnessError(msg)
         outcome: Ended = await resume(dict(decisions), ctx=self._child_ctx(child, ctx))
         return outcome
+
+    async def task_child(
+        self, record: TaskRecord, depth: int
+    ) -> tuple[SubagentAgent, RuntimeContext, Callable[[Ended], str | Paused]]:
+        """The child a background task runs, its context, and its outcome as the task's value.
+
+        For the durable engine's worker that runs the task (``TaskRepository.run_here``).
+        ``depth`` is the spawning call's subagent depth, which the engine kept: a registry the
+        model rewrote cannot lower it.
+
+        Raises:
+            HarnessError: The task names no child of its session, or the child's declaration
+                is gone.
+        """
+        ctx = RuntimeContext(
+            session_id=record.session_id, user_id=record.user_id, extra={SPAWN_DEPTH_KEY: depth}
+        )
+        child = (await self._registry(ctx, reload=True)).by_key.get(record.agent_key or "")
+        if child is None:
+            msg = f"task {record.task_id} names no child of session {record.session_id!r}"
+            raise HarnessError(msg)
+        agent = await self._agent(child, ctx)
+        return agent, self._child_ctx(child, ctx), lambda outcome: _told(outcome, child)
 
     def _child_ctx(self, child: _Child, ctx: RuntimeContext) -> RuntimeContext:
         return RuntimeContext(
