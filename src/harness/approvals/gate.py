@@ -64,6 +64,7 @@ from harness.approvals.ledger import (
 from harness.approvals.policy import (
     ApprovalPolicy,
     ApprovalRule,
+    DecisionKind,
     PendingApproval,
     ReviewerDecision,
 )
@@ -335,19 +336,15 @@ class ApprovalGate:
         tool: Tool | None,
     ) -> Decision:
         now = self.clock()
-        request = Requested(
-            id=f"apr_{secrets.token_hex(8)}",
+        request = _requested(
+            "apr",
+            agent,
+            ctx,
+            call,
             at=now,
-            tool=call.name,
-            arguments=call.input,
             description=rule.describe(call.name, call.input),
             decisions=tuple(sorted(rule.decisions)),
             expires_at=now + rule.expires_after,
-            agent=agent,
-            session_id=ctx.session_id,
-            user_id=ctx.user_id,
-            tool_call_id=call.id,
-            fingerprint=fingerprint(call.name, call.input, agent, ctx, call.id),
             idempotent=rule.idempotent,
         )
         await self.ledger.update(key, Approvals, lambda _: [request.as_record()])
@@ -370,19 +367,15 @@ class ApprovalGate:
     ) -> Decision:
         """An ungated call of a journaling gate: requested, approved and started in one step."""
         now = self.clock()
-        request = Requested(
-            id=f"run_{secrets.token_hex(8)}",
+        request = _requested(
+            "run",
+            agent,
+            ctx,
+            call,
             at=now,
-            tool=call.name,
-            arguments=call.input,
             description="journaled run (no approval needed)",
             decisions=("approve",),
             expires_at=now + JOURNALED_EXPIRY,
-            agent=agent,
-            session_id=ctx.session_id,
-            user_id=ctx.user_id,
-            tool_call_id=call.id,
-            fingerprint=fingerprint(call.name, call.input, agent, ctx, call.id),
             idempotent=call.name in self.policy.idempotent,
         )
         records = [
@@ -493,6 +486,36 @@ class ApprovalGate:
 
         await self.ledger.update(key, Approvals, start)
         return claimed
+
+
+def _requested(
+    kind: str,
+    agent: str,
+    ctx: RuntimeContext,
+    call: ToolUseBlock,
+    *,
+    at: float,
+    description: str,
+    decisions: tuple[DecisionKind, ...],
+    expires_at: float,
+    idempotent: bool,
+) -> Requested:
+    """A new request for ``call``, bound to it by its fingerprint; its id starts with ``kind``."""
+    return Requested(
+        id=f"{kind}_{secrets.token_hex(8)}",
+        at=at,
+        tool=call.name,
+        arguments=call.input,
+        description=description,
+        decisions=decisions,
+        expires_at=expires_at,
+        agent=agent,
+        session_id=ctx.session_id,
+        user_id=ctx.user_id,
+        tool_call_id=call.id,
+        fingerprint=fingerprint(call.name, call.input, agent, ctx, call.id),
+        idempotent=idempotent,
+    )
 
 
 def _kept(call: ToolUseBlock, finished: Finished) -> Substitute:
