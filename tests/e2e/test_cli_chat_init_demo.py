@@ -611,8 +611,8 @@ def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     return {name: cli.run(*[name] if name else [], "--help") for name in ["", *COMMANDS]}
 
 
-def test_commands_are_the_documented_six() -> None:
-    assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "serve", "trace"]
+def test_commands_are_the_documented_seven() -> None:
+    assert sorted(COMMANDS) == ["chat", "demo", "init", "run", "serve", "trace", "worker"]
     # their subcommands: test_cli_memory.py, test_cli_tasks.py, tests/serve/, and below
     assert GROUPS == ["approvals", "keys", "memory", "sessions", "tasks"]
 

@@ -87,4 +87,6 @@ def test_a_worker_needs_an_engine_and_chat_does_not_take_one(cli: Cli, tmp_path:
     assert "needs --engine" in worker.stderr
     chat = cli.run("chat", "--engine", "temporal://127.0.0.1:7233", "-w", tmp_path / "ws")
     assert chat.returncode == 2
-    assert "--engine is not supported by chat" in chat.stderr
+    assert chat.stderr_lines == [
+        "error: chat does not take --engine yet; use harness run or serve with --engine"
+    ]

@@ -84,7 +84,7 @@ def worker(given: AgentArgs) -> None:
     """
     setup_logging(given.verbose)
     if given.engine is None:
-        err.print("error: a worker needs --engine temporal://HOST:PORT (its turns' engine)")
+        err.print("error: a worker needs --engine temporal://HOST:PORT", soft_wrap=True)
         raise typer.Exit(2)
     engine_url = given.engine
 
@@ -183,8 +183,8 @@ def chat(given: AgentArgs) -> None:
     setup_logging(given.verbose)
     if given.engine is not None:
         err.print(
-            "error: chat runs its turns here (--engine is not supported by chat yet); use "
-            "harness run --engine or harness serve --engine"
+            "error: chat does not take --engine yet; use harness run or serve with --engine",
+            soft_wrap=True,
         )
         raise typer.Exit(2)
     run_async(_chat(opened_agent(given), given.session, given.user))
