@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -54,16 +55,30 @@ def pytest_report_header() -> str:
 # -- two workers: a module's tests together ---------------------------------------------------
 # scripts/check runs the suite on two processes (pytest-xdist, ``-n 2 --dist loadgroup``). A
 # module's tests run on one worker, so a module-scoped fixture (a server, a scenario run once for
-# many tests) is made once; a session-scoped one (llama.cpp's server) once per worker that needs
-# it, so the real model's modules are spread over both workers like any other. (Measured: all of
-# them in one group made that worker the whole run, 858 s against 748-765 s spread, though
-# llama.cpp's threads slow each other down when two real-model tests meet.)
+# many tests) is made once. The real model's modules (llama.cpp, in a server or in process)
+# share one group: llama.cpp's threads spin while they wait for each other, so two of them on
+# two cores, beside the tests, slow each other down (a one-turn chat: 17 s alone, 148-190 s
+# beside the other worker's server). Measured on fresh clones the same day: one group 832 and
+# 858 s, spread over both workers 876 and 924 s.
+
+REAL_MODEL_MODULES: Final = frozenset(
+    {
+        "tests/e2e/test_cli_local_model.py",
+        "tests/e2e/test_long_turns_real_server.py",
+        "tests/local_model/test_llama_server.py",
+        "tests/local_model/test_local_chat_model.py",
+        "tests/local_model/test_recovery_fits_real_server.py",
+        "tests/serve/test_serve_long_turns.py",
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        module = item.nodeid.split("::")[0]
+        group = "real-model" if module in REAL_MODEL_MODULES else module
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(wrapper=True)
