@@ -80,7 +80,7 @@ from harness.kernel.streaming import (
     settled,
 )
 from harness.kernel.tool_context import ToolContext
-from harness.kernel.toolkit import Tool, ToolFailure, Toolkit
+from harness.kernel.toolkit import Tool, ToolFailure, Toolkit, Vouched
 
 __all__ = [
     "CACHE_KEY",
@@ -141,6 +141,7 @@ __all__ = [
     "ToolUseBlock",
     "Toolkit",
     "Usage",
+    "Vouched",
     "as_messages",
     "complete",
     "drop_unanswered_tail",

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from harness.errors import InvalidText
 
@@ -91,6 +98,18 @@ class ToolResultBlock(_Block):
     name: str
     output: str | list[TextBlock | ImageBlock]
     is_error: bool = False
+    trust: str | None = None
+    """What the harness's own tool vouches for its output: the memory tools set the lowest
+    trust label of the memory they show. None for every other tool (its output is content no
+    user typed). Set only by the harness's code; the model and users never build results."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``trust`` when unset: results are stored as they were before it existed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("trust") is None:
+            data.pop("trust", None)
+        return data
 
     @property
     def text(self) -> str:

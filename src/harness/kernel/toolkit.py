@@ -46,7 +46,7 @@ from harness.kernel.message import ImageBlock, TextBlock, ToolResultBlock, ToolU
 from harness.kernel.model import INVALID_ARGUMENTS_KEY, ToolSchema
 from harness.kernel.tool_context import ToolContext
 
-__all__ = ["Tool", "ToolFailure", "Toolkit"]
+__all__ = ["Tool", "ToolFailure", "Toolkit", "Vouched"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,22 @@ class ToolFailure(str):
     """
 
     __slots__ = ()
+
+
+class Vouched(str):
+    """A harness tool's answer, with how far the harness vouches for it (``trust``).
+
+    The memory tools answer with the user's own memory, labelled: reading it must not lower
+    what the model writes next as a web page does. ``trust`` becomes the result's
+    :attr:`~harness.kernel.ToolResultBlock.trust`; only the harness's code makes one.
+    """
+
+    trust: str
+
+    def __new__(cls, text: str, trust: str) -> Vouched:
+        made = super().__new__(cls, text)
+        made.trust = trust
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +300,7 @@ def tool_result(call: ToolUseBlock, value: Any) -> ToolResultBlock:
         name=call.name,
         output=_to_output(value),
         is_error=isinstance(value, ToolFailure),
+        trust=value.trust if isinstance(value, Vouched) else None,
     )
 
 
