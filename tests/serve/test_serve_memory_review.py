@@ -157,7 +157,13 @@ async def test_promote_and_reject_take_an_entry_off_the_list(
         rejected = await api.post(f"/v1/memory/review/{dropped.id}", json={"decision": "reject"})
         assert rejected.status_code == 200, rejected.text
         assert rejected.json()["decision"] == "reject"
-        assert await ids(api) == []
+        # Still listed, with why: kept out of the prompt, never dropped silently.
+        [shown] = (await api.get("/v1/memory/review")).json()["data"]
+        assert (shown["id"], shown["review"], shown["why"]) == (
+            dropped.id,
+            "reject",
+            "rejected by a review",
+        )
         book = await server.book("alice")
         assert book.rejected(book.entries[dropped.id])
         assert book.trust(book.entries[dropped.id]) is Trust.UNTRUSTED
@@ -167,24 +173,24 @@ async def test_promote_and_reject_take_an_entry_off_the_list(
     assert reviews == [(kept.id, "promote", "http:alice"), (dropped.id, "reject", "http:alice")]
 
 
-async def test_a_replay_is_harmless_and_the_other_decision_is_409(
+async def test_a_replay_is_harmless_and_the_latest_decision_counts(
     server: Running, keys: tuple[str, str, Path]
 ) -> None:
+    """The owner can undo a decision (a review was final once, so a wrong rejection lost a
+    fact for good)."""
     alice, _, _ = keys
     entry = await server.waiting("alice", "The wifi password is on the page.")
     async with http(server, alice) as api:
         path = f"/v1/memory/review/{entry.id}"
-        first = await api.post(path, json={"decision": "promote"})
-        again = await api.post(path, json={"decision": "promote"})
+        first = await api.post(path, json={"decision": "reject"})
+        again = await api.post(path, json={"decision": "reject"})
         assert (first.status_code, again.status_code) == (200, 200)
         assert again.json() == first.json()
-        conflict = await api.post(path, json={"decision": "reject"})
-        assert conflict.status_code == 409
-        error = conflict.json()["error"]
-        assert (error["code"], error["type"]) == ("review_final", "invalid_request_error")
-        assert "already promoted" in error["message"]
+        undone = await api.post(path, json={"decision": "promote"})
+        assert undone.status_code == 200, undone.text
+        assert await ids(api) == []
     book = await server.book("alice")
-    assert book.reviews == {entry.id: "promote"}  # one review recorded, the first
+    assert book.reviews == {entry.id: "promote"}  # the latest decision
     assert book.trust(book.entries[entry.id]) is Trust.OPERATOR
 
 

@@ -41,7 +41,7 @@ from harness.memory import (
 )
 from harness.memory.index import IndexStats
 from harness.memory.maintenance import sync_index
-from harness.memory.provenance import Decision, Entry, Provenance
+from harness.memory.provenance import Decision, Entry, MemoryBook, Provenance, excluded_record
 from harness.models import resolve_model
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager
 
@@ -356,12 +356,11 @@ def maintain_command(
         out.print(line, **PLAIN)
 
 
-def _describe(entry: Entry) -> str:
+def _describe(entry: Entry, why: str) -> str:
     where = f"session {entry.session_id}" if entry.session_id else "no session"
-    origin = f"; from {entry.origin}" if entry.origin else ""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.at))
-    head = f"{entry.id}  {entry.trust}  {entry.writer}, {where}, {when}{origin}"
-    return f"{head}\n  {entry.path}: {entry.text}"
+    head = f"{entry.id}  {entry.trust}  {entry.writer}, {where}, {when}"
+    return f"{head}\n  {entry.path}: {entry.text}\n  kept out of the prompt: {why}"
 
 
 @memory_app.command("review")
@@ -371,26 +370,29 @@ def review_command(
     user: UserOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per entry.")] = False,
 ) -> None:
-    """List the memory entries that wait for review: drawn from content no user typed.
+    """List the memory entries kept out of the prompt, and why: waiting for review, or rejected.
 
-    They stay out of MEMORY.md until promoted (`harness memory promote ID`); a rejected one
-    (`harness memory reject ID`) is kept in the history, out of the prompt and of search.
+    Trust one with `harness memory promote ID` (the next consolidation may merge it into
+    MEMORY.md), or keep it out with `harness memory reject ID`; the latest decision counts,
+    so either can be undone. Nothing is deleted: a rejected entry stays in the history.
     """
 
-    async def _waiting() -> list[Entry]:
+    async def _excluded() -> tuple[MemoryBook, list[Entry]]:
         async with opened_workspace(workspace, store) as manager:
-            return (await Provenance.for_workspace(manager).book(user)).waiting()
+            book = await Provenance.for_workspace(manager).book(user)
+            return book, book.excluded()
 
-    waiting = run_async(_waiting())
+    book, excluded = run_async(_excluded())
     if as_json:
-        for entry in waiting:
-            out.print(json.dumps(entry.as_record(), ensure_ascii=False), **PLAIN)
+        for entry in excluded:
+            out.print(json.dumps(excluded_record(book, entry), ensure_ascii=False), **PLAIN)
         return
-    if not waiting:
-        out.print("no memory entries wait for review", **PLAIN)
+    if not excluded:
+        who = f"user {user!r}" if user is not None else "the shared memory (no --user)"
+        out.print(f"no memory entries of {who} are kept out of the prompt", **PLAIN)
         return
-    for entry in waiting:
-        out.print(_describe(entry), **PLAIN)
+    for entry in excluded:
+        out.print(_describe(entry, book.why(entry)), **PLAIN)
 
 
 def _review(
@@ -402,7 +404,7 @@ def _review(
 
     try:
         entry = run_async(_decide())
-    except (KeyError, ValueError) as exc:
+    except KeyError as exc:
         err.print(f"error: {exc.args[0]}", **PLAIN)
         raise typer.Exit(1) from None
     done = "promoted: it may reach MEMORY.md" if decision == "promote" else "rejected"
@@ -421,7 +423,7 @@ def promote_command(
     store: StoreOpt = None,
     user: UserOpt = None,
 ) -> None:
-    """Vouch for an entry that waits: the next consolidation may merge it into MEMORY.md."""
+    """Trust an entry (one that waits, or one rejected before): it may reach MEMORY.md."""
     _review(entry_id, "promote", workspace, store, user)
 
 
@@ -432,7 +434,7 @@ def reject_command(
     store: StoreOpt = None,
     user: UserOpt = None,
 ) -> None:
-    """Reject an entry: kept in the history, left out of the prompt, search and MEMORY.md."""
+    """Reject an entry: kept in the history, out of the prompt and search (undo: promote)."""
     _review(entry_id, "reject", workspace, store, user)
 
 

@@ -66,6 +66,7 @@ from harness.kernel import (
     new_id,
 )
 from harness.memory.flush import MemoryFlushManager
+from harness.memory.provenance import TRUST_KEY, Trust, context_trust
 from harness.memory.render import SUMMARY_NAME, is_summary
 from harness.memory.transcript import TranscriptWriter
 
@@ -263,11 +264,11 @@ class ConversationCompactor:
             return StepOutcome("failed", error_text(exc))
         return StepOutcome("ok", f"{appended} new message(s) appended")
 
-    async def _flush(self, ctx: RuntimeContext, prefix: Sequence[Msg]) -> StepOutcome:
+    async def _flush(self, ctx: RuntimeContext, prefix: Sequence[Msg], shown: Trust) -> StepOutcome:
         if self.flush is None:
             return StepOutcome("skipped", "no flush manager")
         try:
-            result = await self.flush.flush(ctx, prefix)
+            result = await self.flush.flush(ctx, prefix, shown=shown)
         except Exception as exc:
             if is_interruption(exc):
                 raise
@@ -305,8 +306,14 @@ class ConversationCompactor:
         force: bool = False,
         on_plan: PlanCallback | None = None,
         target_tokens: int | None = None,
+        shown: Trust = Trust.USER,
     ) -> CompactionResult | None:
         """Compact the conversation if it is due (or ``force``); None when nothing was done.
+
+        The summary is as trusted as what it replaces (``shown``: the lowest label of the
+        memory the system prompt showed; :func:`~harness.memory.provenance.context_trust`),
+        recorded in its metadata, so a page read before a compaction still lowers what the
+        model writes after it.
 
         Args:
             ctx: The call's context: which session's transcript and memory to write.
@@ -359,7 +366,7 @@ class ConversationCompactor:
             else None
         )
         flush = (
-            await self._flush(ctx, prefix)
+            await self._flush(ctx, prefix, context_trust(earlier, shown))
             if config.flush_before and prefix
             else StepOutcome("skipped", "nothing to flush" if config.flush_before else "off")
         )
@@ -401,6 +408,7 @@ class ConversationCompactor:
                 content=summary_message_text(text, transcript=transcript, request=request),
                 timestamp=created,
                 metadata={
+                    TRUST_KEY: context_trust(head, shown).value,
                     SUMMARY_METADATA_KEY: {
                         "id": compaction_id,
                         "covered_through": head[-1].id,
@@ -409,7 +417,7 @@ class ConversationCompactor:
                         "transcript": transcript,
                         "extractive": extractive,
                         "first_request": request,
-                    }
+                    },
                 },
             )
         new_messages = ([summary] if summary is not None else []) + tail

@@ -85,6 +85,7 @@ from harness.kernel import (
     PreReasoning,
     report,
 )
+from harness.memory.provenance import prompt_trust
 from harness.memory.render import is_summary
 from harness.session import CompactionLog
 
@@ -175,7 +176,11 @@ class CompactionHook(Hook):
                 changed = True
 
         result = await self.compactor.compact(
-            event.ctx, conversation, self.config, on_plan=self._pre_compact(event)
+            event.ctx,
+            conversation,
+            self.config,
+            on_plan=self._pre_compact(event),
+            shown=prompt_trust(event.state),
         )
         if result is not None:
             conversation = result.messages
@@ -238,6 +243,7 @@ class CompactionHook(Hook):
                 force=True,
                 on_plan=self._pre_compact(event),
                 target_tokens=max(0, budget.target) if budget is not None else None,
+                shown=prompt_trust(event.state),
             )
         except Exception as exc:
             if is_interruption(exc):

@@ -28,6 +28,7 @@ from harness.context import RuntimeContext
 from harness.kernel import Event, Hook, Msg, PostCall
 from harness.memory.flush import FlushResult, MemoryFlushManager
 from harness.memory.maintenance import MemoryMaintenance
+from harness.memory.provenance import Trust, prompt_trust
 from harness.memory.transcript import TranscriptWriter
 from harness.session.keys import session_key
 
@@ -61,9 +62,12 @@ class MemoryFlushHook(Hook):
             return  # the turn waits for decisions: it is recorded once it ends
         ctx = event.ctx
         messages = list(event.memory)  # the conversation as this call ended it
-        self.maintenance.schedule(session_key(ctx), lambda: self._record(ctx, messages), ctx=ctx)
+        shown = prompt_trust(event.state)  # and the memory its system prompt showed
+        self.maintenance.schedule(
+            session_key(ctx), lambda: self._record(ctx, messages, shown), ctx=ctx
+        )
 
-    async def _record(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
+    async def _record(self, ctx: RuntimeContext, messages: list[Msg], shown: Trust) -> None:
         # The transcript first: it is the call's whole record and costs one append, while the
         # flush waits for a model (seconds, tens of them on a small one); a process stopped
         # meanwhile keeps the transcript, and the flush is retried at the next call.
@@ -78,7 +82,7 @@ class MemoryFlushHook(Hook):
         if self.flush is not None:
             started = time.perf_counter()
             try:
-                result = await self.flush.flush(ctx, messages)
+                result = await self.flush.flush(ctx, messages, shown=shown)
             except Exception as exc:
                 logger.warning(
                     "memory flush for session %r failed, will retry next call: %s",

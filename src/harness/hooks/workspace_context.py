@@ -51,7 +51,10 @@ or size changed. Rendered sections are cached too, keyed by everything they depe
 
 Trust: everything rendered here comes from workspace files, which the model may have written
 (MEMORY.md through ``memory_save``) or a user may own; it is shown as file content inside
-elements, never as the operator's instructions, and the cache metadata is a digest.
+elements, never as the operator's instructions, and the cache metadata is a digest. The lowest
+label of the memory shown to a session (its snapshot and every note) is kept in its state
+(:func:`~harness.memory.provenance.lowered`) until a compaction: what the model writes from a
+prompt that showed an ``[unknown]`` line is no more trusted than that line.
 
 Priority 900: it runs after every other hook has shaped the request, so the workspace section is
 the last block of the system message and whatever comes before it stays a stable prompt prefix.
@@ -84,8 +87,15 @@ from harness.kernel import (
     PreReasoning,
     SessionState,
 )
-from harness.memory.presentation import MEMORY_IS_DATA, present_file
-from harness.memory.provenance import MemoryBook, Provenance
+from harness.memory.presentation import MEMORY_IS_DATA, present_lines
+from harness.memory.provenance import (
+    PROMPT_TRUST,
+    MemoryBook,
+    Provenance,
+    Trust,
+    lowered,
+    lowest,
+)
 from harness.sections import SystemSection, escape_markup
 from harness.workspace import (
     AGENTS_MD,
@@ -271,6 +281,7 @@ class WorkspaceContextHook(Hook):
 
     async def on_event(self, event: Event) -> None:
         if isinstance(event, PostCompact):
+            event.state.set(PROMPT_TRUST, None)  # what it showed is summarized: the summary's
             view = self._restored(event.state)
             if view is not None and not view.compacted:
                 view.compacted = True
@@ -280,6 +291,7 @@ class WorkspaceContextHook(Hook):
         messages = event.messages
         before = len(messages[0].content) if messages and messages[0].role == "system" else 0
         blocks, view = await self._prompt(event)
+        lowered(event.state, lowest((view.shown.trust, view.told.trust)))
         metadata = self._cache_metadata(before, event.ctx.user_id)
         messages = self._system.apply(messages, blocks, metadata)
         newest = event.memory[-1].id if event.memory else None
@@ -389,10 +401,13 @@ class WorkspaceContextHook(Hook):
         files = await self.workspace.read_first(paths, user_id, self.config.context_files)
         listing = await self.workspace.list_files(KNOWLEDGE_DIR, user_id)
         texts = {path: _clean(entry.text) for path, entry in files.items()}
+        trust = Trust.USER  # the lowest label the section shows
         if MEMORY_MD in texts:  # shown as memory shows it: labelled, nothing that waits
             own = files[MEMORY_MD].path != MEMORY_MD  # the user's copy, not the shared one
             book = await self._book(user_id if own else None)
-            texts[MEMORY_MD] = present_file(MEMORY_MD, texts[MEMORY_MD], book, untrusted=False)
+            shown = present_lines(MEMORY_MD, texts[MEMORY_MD], book, untrusted=False)
+            texts[MEMORY_MD] = "\n".join(line for _, line, _ in shown)
+            trust = lowest((trust, *(label for _, _, label in shown if label is not None)))
         knowledge_files = tuple(p for p in listing if p != KNOWLEDGE_MD)
         if (
             cached is not None
@@ -408,6 +423,7 @@ class WorkspaceContextHook(Hook):
             knowledge_files=knowledge_files,
             taken_at=now,
             generation=generation,
+            trust=trust,
         )
         _remember(self._snapshots, user_id, snapshot)
         return snapshot
@@ -597,9 +613,15 @@ class _Snapshot:
     knowledge_files: tuple[str, ...]
     taken_at: float
     generation: int
+    trust: Trust = Trust.USER
+    """The lowest label of the memory it shows: what the model's context holds."""
 
     def encode(self) -> dict[str, Any]:
-        return {"texts": dict(self.texts), "knowledge_files": list(self.knowledge_files)}
+        return {
+            "texts": dict(self.texts),
+            "knowledge_files": list(self.knowledge_files),
+            "trust": self.trust.value,
+        }
 
     @staticmethod
     def decode(value: Any, live: _Snapshot | None, versions: Iterator[int]) -> _Snapshot:
@@ -611,7 +633,9 @@ class _Snapshot:
             raise TypeError("knowledge_files")
         if live is not None and live.texts == texts and live.knowledge_files == knowledge_files:
             return live
-        return _Snapshot(next(versions), texts, knowledge_files, taken_at=0.0, generation=-1)
+        # Kept before labels were counted: as low as a label it may show.
+        trust = Trust(value.get("trust", Trust.UNKNOWN.value))
+        return _Snapshot(next(versions), texts, knowledge_files, 0.0, -1, trust)
 
 
 @dataclass(slots=True, eq=False)

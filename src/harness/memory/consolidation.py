@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -49,7 +50,9 @@ from harness.memory.provenance import (
     Source,
     Trust,
     attribute,
+    entry_digest,
     is_fact,
+    lowest,
 )
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager
 
@@ -250,21 +253,28 @@ def _attributed(
 ) -> tuple[str, list[Entry], tuple[str, ...]]:
     """The answer without lines drawn from none of ``sources``, and the records of the rest.
 
-    A line that already has a record of the same trust is not recorded again.
+    A record vouches for one line: a line is recorded unless a record of the same text and
+    trust is left for it (one not taken by an earlier copy in the answer).
     """
     lines: list[str] = []
     records: list[Entry] = []
     dropped: list[str] = []
+    taken: Counter[tuple[str, Trust]] = Counter()
+    # The model read all of them: a line no trusted one holds is as low as the lowest.
+    context = lowest(source.trust for source in sources.values())
     for line in answer.splitlines():
         if not is_fact(line):
             lines.append(line)
             continue
-        judged = attribute(line, (), sources, Trust.UNTRUSTED)
+        judged = attribute(line, (), sources, context)
         if not judged.sources:
             dropped.append(line.strip())
             continue
         lines.append(line)
-        if all(e.trust is not judged.trust for e in book.of_line(MEMORY_MD, line)):
+        key = (entry_digest(line), judged.trust)
+        taken[key] += 1
+        same = [e for e in book.of_line(MEMORY_MD, line) if book.trust(e) is judged.trust]
+        if len(same) < taken[key]:
             records.append(
                 Entry.new(MEMORY_MD, line.strip(), "consolidation", judged.trust, judged.sources)
             )

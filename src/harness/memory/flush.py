@@ -14,10 +14,12 @@ whether or not the model picked it up: the flush never depends on the model choo
 Every bullet is recorded with its provenance (:mod:`harness.memory.provenance`) before it is
 appended. The model is shown the window's messages by id (``(m2) [USER]: ...``), tool results
 left out (a web page's sentence is not the user's fact), and asked to cite the ids each bullet
-comes from; the harness checks the citation against the messages' words
-(:func:`~harness.memory.provenance.attribute`) and strips it, and a bullet takes the lowest
-trust of what it is drawn from. The model's citation can only narrow what a bullet is drawn
-from, never vouch for words the cited messages do not hold.
+comes from; the harness strips the citation and judges the bullet by the whole conversation,
+not only the window (:meth:`~harness.memory.provenance.Context.judge`): a bullet the user's
+words hold is the user's, lowered by any untrusted word in it; any other bullet takes the
+lowest trust of the context, so a restatement of a page read turns ago is still the page's.
+The model's citation can only narrow what a bullet is drawn from, never vouch for words the
+cited messages do not hold.
 
 Which messages were flushed is kept per session in
 ``agents/<agent>/sessions/<session>.flush.json`` (the last message id and its time), so every
@@ -39,18 +41,7 @@ from typing import Final
 from harness.context import RuntimeContext
 from harness.kernel import ChatModel, Msg, TextBlock, complete, written_by_harness
 from harness.memory.config import Clock, utc_now
-from harness.memory.provenance import (
-    Entry,
-    Judgement,
-    Provenance,
-    Source,
-    Trust,
-    Writer,
-    attribute,
-    lowest,
-    message_trusts,
-    origin,
-)
+from harness.memory.provenance import Context, Entry, Judgement, Provenance, Trust, Writer
 from harness.memory.render import is_summary
 from harness.memory.transcript import sessions_dir
 from harness.workspace import MEMORY_DIR, MEMORY_MD, WorkspaceManager, safe_segment
@@ -188,12 +179,19 @@ class MemoryFlushManager:
             start = next((i for i, m in enumerate(messages) if m.timestamp > since), len(messages))
         return [m for m in messages[start:] if m.role != "system" and not is_summary(m)]
 
-    async def flush(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> FlushResult:
-        """Flush the messages no earlier flush has seen; raises if the model fails."""
+    async def flush(
+        self, ctx: RuntimeContext, messages: Sequence[Msg], *, shown: Trust = Trust.USER
+    ) -> FlushResult:
+        """Flush the messages no earlier flush has seen; raises if the model fails.
+
+        ``messages`` is the whole conversation: its unflushed part is what the model reads,
+        and all of it (with ``shown``, the lowest label its system prompt showed) is the
+        context each bullet is judged by (:class:`~harness.memory.provenance.Context`).
+        """
         new = await self.unflushed(ctx, messages)
         if not new:
             return FlushResult(None, "", 0)
-        lines = await self.extract(ctx, new)
+        lines = await self.extract(ctx, new, context=messages, shown=shown)
         path = None
         text = "\n".join(line for line, _ in lines)
         entries = tuple(entry for _, entry in lines)
@@ -207,26 +205,33 @@ class MemoryFlushManager:
         return FlushResult(path, text, len(new), entries)
 
     async def extract(
-        self, ctx: RuntimeContext, messages: Sequence[Msg]
+        self,
+        ctx: RuntimeContext,
+        messages: Sequence[Msg],
+        *,
+        context: Sequence[Msg] | None = None,
+        shown: Trust = Trust.USER,
     ) -> list[tuple[str, Entry]]:
-        """The lines to append with their entries: the model's bullets, the explicit requests."""
-        # Word sets of every message and known line: work for a thread, not the event loop.
-        trusts, window = await asyncio.to_thread(_Window.of, messages)
+        """The lines to append with their entries: the model's bullets, the explicit requests.
+
+        ``messages`` are what the model extracts from; ``context`` the conversation they end
+        (default: ``messages``), which judges each bullet: a bullet the user's words do not
+        hold is as trusted as the least trusted thing in it, in any turn.
+        """
+        window = await asyncio.to_thread(_Window.of, messages)
         lines: list[tuple[str, Entry]] = []
         log = self.today_log()
-        by_id = {message.id: message for message in messages}
 
-        def entry(text: str, writer: Writer, trust: Trust, sources: Sequence[str]) -> Entry:
-            read = (by_id[i] for i in sources if i in by_id)
+        def entry(text: str, writer: Writer, judged: Judgement) -> Entry:
             return Entry.new(
                 log,
                 text,
                 writer,
-                trust,
-                sources,
+                judged.trust,
+                judged.sources,
                 session_id=ctx.session_id,
                 agent=ctx.agent,
-                origin=origin(read) if trust is Trust.UNTRUSTED else "",
+                origin=judged.origin,
             )
 
         if window.text:
@@ -235,7 +240,7 @@ class MemoryFlushManager:
             today = await self.workspace.read_own(log, ctx.user_id) or ""
             # What is known is shown without what waits for review, and is a source too: a
             # bullet that restates a line is as trusted as the line.
-            known, shown = await asyncio.to_thread(
+            known, shown_files = await asyncio.to_thread(
                 lambda: (
                     {**book.sources(MEMORY_MD, memory), **book.sources(log, today)},
                     (book.kept(MEMORY_MD, memory), book.kept(log, today)),
@@ -245,22 +250,21 @@ class MemoryFlushManager:
                 self.model,
                 [
                     Msg(role="system", content=FLUSH_SYSTEM_PROMPT),
-                    Msg(role="user", content=_flush_prompt(*shown, window.text)),
+                    Msg(role="user", content=_flush_prompt(*shown_files, window.text)),
                 ],
             )
             answer = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
             if answer and answer != NO_REPLY:
-                # A bullet drawn from no message is the model's: as trusted as the window.
-                fallback = lowest(trusts.values(), Trust.USER)
-                judged = await asyncio.to_thread(
-                    window.attribute, answer, {**window.sources, **known}, fallback
+                judge = await asyncio.to_thread(
+                    Context.of, context or messages, known=known, shown=shown
                 )
-                lines += [(line, entry(line, "flush", j.trust, j.sources)) for line, j in judged]
+                judged = await asyncio.to_thread(window.judged, answer, judge)
+                lines += [(line, entry(line, "flush", j)) for line, j in judged]
         bullets = "\n".join(line for line, _ in lines)
         for message, request in _requests(messages):
             if request not in bullets:
                 line = f"- The user asked to remember: {request}"
-                lines.append((line, entry(line, "user_turn", Trust.USER, [message.id])))
+                lines.append((line, entry(line, "user_turn", Judgement(Trust.USER, (message.id,)))))
         return lines
 
 
@@ -270,52 +274,40 @@ def _cited(line: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    """The messages as the flush model sees them, and what the harness checks its bullets by.
+    """The messages as the flush model sees them, each with a short id (``m1``) to cite.
 
-    Each message the model sees has a short id (``m1``); tool results are not shown, but they
-    are sources, so a bullet that repeats a tool result's words takes its trust.
+    Tool results are not shown (a web page's sentence is not the user's fact); they are in
+    the context that judges each bullet, so a bullet that repeats their words takes their
+    trust.
     """
 
     text: str
     ids: dict[str, str]
     """Short id -> message id."""
-    sources: dict[str, Source]
-    """Message id -> source."""
 
-    def attribute(
-        self, answer: str, sources: dict[str, Source], fallback: Trust
-    ) -> list[tuple[str, Judgement]]:
-        """Each bullet of the model's answer, its citation stripped, with what it is drawn from."""
+    def judged(self, answer: str, context: Context) -> list[tuple[str, Judgement]]:
+        """Each bullet of the model's answer, its citation stripped, with its judgement."""
         judged = []
         for raw in answer.splitlines():
             cited = [self.ids.get(i, i) for i in _cited(raw)]
             line = _CITATION.sub("", raw).rstrip()
             if line.strip():
-                judged.append((line, attribute(line, cited, sources, fallback)))
+                judged.append((line, context.judge(line, cited)))
         return judged
 
     @classmethod
-    def of(cls, messages: Sequence[Msg]) -> tuple[dict[str, Trust], _Window]:
-        """The trust of each message, and the window they make."""
-        trusts = message_trusts(messages)
+    def of(cls, messages: Sequence[Msg]) -> _Window:
         shown: list[str] = []
         ids: dict[str, str] = {}
-        sources: dict[str, Source] = {}
         for message in messages:
-            if message.tool_results:
-                body = "\n".join(result.text for result in message.tool_results)
-                sources[message.id] = Source.of(body, trusts[message.id])
-                continue
             body = message.text.strip()
-            if not body:
+            if message.tool_results or not body:
                 continue
-            carries = message.role != "assistant"
-            sources[message.id] = Source.of(body, trusts[message.id], carries=carries)
             short = f"m{len(ids) + 1}"
             ids[short] = message.id
             who = "HARNESS NOTICE" if written_by_harness(message) else message.role.upper()
             shown.append(f"({short}) [{who}]: {body}")
-        return trusts, cls("\n".join(shown), ids, sources)
+        return cls("\n".join(shown), ids)
 
 
 def _flush_prompt(memory: str, today: str, conversation: str) -> str:

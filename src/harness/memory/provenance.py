@@ -9,19 +9,30 @@ workspace's ``memory`` ledger (:mod:`harness.workspace.ledger`: beside the works
 the store), never in the workspace: the model and the sandbox can write every memory file,
 but not one record.
 
-A line is matched to its records by the file and the digest of its text (bullet marker and
-spacing aside). So a line that was edited, or added through the file tools, has no record:
-it counts as :attr:`Trust.UNKNOWN`, whatever it claims. Trust is computed by code, never
+Trust belongs to a save, never to a text. A record vouches for one line of its file whose text
+has its digest (bullet marker and spacing aside): the same words written twice are two lines,
+and each takes the trust of a record of its own (:meth:`MemoryBook.labels`, best records
+first). A line no record is left for (edited, added through the file tools, or a copy of
+another) counts as :attr:`Trust.UNKNOWN`, whatever it claims. Trust is computed by code, never
 written by a model:
 
-- a user's own turn is :attr:`Trust.USER`; a tool result (a file read, a web page, an MCP
+- a user's own message is :attr:`Trust.USER`; a tool result (a file read, a web page, an MCP
   tool, a subagent's reply), a message the harness wrote (a notice, a reminder) and a
-  compaction summary are :attr:`Trust.UNTRUSTED`; what the assistant said in a turn is as
-  trusted as the least trusted thing the turn had read by then (:func:`message_trusts`);
-- an entry takes the lowest trust of its sources (:func:`lowest`); a line that matches no
-  source at all is UNKNOWN;
+  compaction summary are :attr:`Trust.UNTRUSTED`, unless the harness vouched for more
+  (:data:`TRUST_KEY`: a summary of a conversation that had read nothing untrusted; the memory
+  tools' results carry the lowest label they showed);
+- trust follows the context, not the turn (``shared/DESIGN.md`` §6a): what the model read in
+  one turn is still in front of it in the next, so its words are as trusted as the least
+  trusted thing its context holds (:func:`message_trusts`), including the memory its system
+  prompt showed (:data:`PROMPT_TRUST`), until a compaction replaces that part of the context;
+- every line written on the model's behalf is judged by one function,
+  :meth:`Context.judge`: the user's own words (their messages, or memory lines they vouched
+  for, holding most of its words) keep the user's trust, lowered by any untrusted source that
+  holds another of its words; anything else takes the lowest trust of the context and of what
+  it draws on;
 - a reviewer's promotion makes an entry :attr:`Trust.OPERATOR`; a rejection keeps it in the
-  ledger (its history) and takes it out of memory's use.
+  ledger (its history) and takes it out of memory's use. The latest review counts: the owner
+  can undo either.
 
 Only entries that are at least USER (:attr:`Trust.trusted`) are merged into MEMORY.md on their
 own; UNTRUSTED ones wait for review (``harness memory review``).
@@ -38,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from harness.kernel import Msg, written_by_harness
+from harness.kernel import Msg, SessionState, written_by_harness
 from harness.memory._files import digest
 from harness.memory.render import is_summary
 from harness.workspace.ledger import Ledger, Record, ledger_for
@@ -48,7 +59,10 @@ if TYPE_CHECKING:
     from harness.workspace import WorkspaceManager
 
 __all__ = [
+    "PROMPT_TRUST",
     "STATUS_TOOLS",
+    "TRUST_KEY",
+    "Context",
     "Entry",
     "Judgement",
     "MemoryBook",
@@ -57,12 +71,16 @@ __all__ = [
     "Trust",
     "Writer",
     "attribute",
+    "context_trust",
     "entry_digest",
+    "excluded_record",
     "is_fact",
-    "judge_turn",
+    "lowered",
     "lowest",
+    "message_trust",
     "message_trusts",
     "origin",
+    "prompt_trust",
     "words",
 ]
 
@@ -213,38 +231,88 @@ def _own_words(message: Msg) -> bool:
 
 STATUS_TOOLS: Final = frozenset({"memory_save"})
 """Tools whose result is only the harness's status line ("Saved to ..."): it carries nothing
-from outside, so reading it lowers no turn's trust."""
+from outside, so reading it lowers no context's trust."""
+
+TRUST_KEY: Final = "harness_trust"
+"""The metadata key of a message the harness wrote that says how far its words may be believed
+(a :class:`Trust` value): a compaction summary (the lowest trust of what it replaced), a
+``<workspace_update>`` note (the lowest label it shows). Set only by the harness's own code:
+users send text, and the HTTP APIs and the CLI build messages from text."""
+
+PROMPT_TRUST: Final = "memory_prompt_trust"
+"""The session state's key for the lowest label of the memory the system prompt has shown
+since the session started or was last compacted (:func:`lowered`, :func:`prompt_trust`)."""
 
 
-def _status_only(message: Msg) -> bool:
-    results = message.tool_results
-    return bool(results) and all(result.name in STATUS_TOOLS for result in results)
+def _vouched(value: object) -> Trust | None:
+    try:
+        return Trust(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
-def message_trusts(messages: Sequence[Msg]) -> dict[str, Trust]:
+def message_trust(message: Msg) -> Trust | None:
+    """The trust of what ``message`` brings into the context; None for what brings nothing.
+
+    The model's own words bring nothing (they are as trusted as what it had read: see
+    :func:`message_trusts`), and neither does the harness's status line of a save.
+    """
+    if message.role == "assistant":
+        return None
+    if _own_words(message):
+        return Trust.USER
+    if is_summary(message) or written_by_harness(message):
+        return _vouched(message.metadata.get(TRUST_KEY)) or Trust.UNTRUSTED
+    if message.role == "system":
+        return Trust.OPERATOR
+    if message.tool_results:
+        results = [r for r in message.tool_results if r.name not in STATUS_TOOLS]
+        if not results:
+            return None
+        return lowest(_vouched(r.trust) or Trust.UNTRUSTED for r in results)
+    return Trust.UNTRUSTED
+
+
+def message_trusts(messages: Sequence[Msg], shown: Trust = Trust.USER) -> dict[str, Trust]:
     """The trust of each message's words, by message id (module docs).
 
-    The assistant's words are as trusted as the least trusted message of its turn before it
-    (from the user's last own message on): once a turn read a web page, what the assistant
-    says may be the page's.
+    What the model says is as trusted as the least trusted thing its context held by then
+    (``shown``: the memory its system prompt showed): once it read a web page, anything it
+    says may be the page's, in this turn or any later one, until a compaction replaces the
+    page with a summary (whose trust is what it replaced).
     """
     trusts: dict[str, Trust] = {}
-    turn = Trust.USER
+    context = lowest((shown, Trust.USER))
     for message in messages:
-        if _own_words(message):
-            trust = turn = Trust.USER  # the user's own words open a new turn
-        elif message.role == "assistant":
-            trust = turn
-        elif message.role == "system" and not is_summary(message):
-            trust = Trust.OPERATOR
-        elif _status_only(message):
-            trust = turn  # the harness's own word on what the model asked of it
-        else:  # tool results, notices, reminders, summaries, a parent agent's task
-            trust = Trust.UNTRUSTED
-        if trust is Trust.UNTRUSTED:
-            turn = Trust.UNTRUSTED
+        trust = message_trust(message)
+        if trust is None:
+            trust = context
+        elif trust.rank < context.rank:
+            context = trust
         trusts[message.id] = trust
     return trusts
+
+
+def context_trust(messages: Iterable[Msg], shown: Trust = Trust.USER) -> Trust:
+    """The lowest trust of what ``messages`` (and ``shown``, the prompt's memory) hold.
+
+    Never above the user's: the model writes for the user, not for the operator.
+    """
+    return lowest(
+        (shown, Trust.USER, *(t for m in messages if (t := message_trust(m)) is not None))
+    )
+
+
+def lowered(state: SessionState, trust: Trust) -> None:
+    """Record that the system prompt showed memory as trusted as ``trust`` (a lower one stays)."""
+    if trust.rank < prompt_trust(state).rank:
+        state.set(PROMPT_TRUST, trust.value)
+
+
+def prompt_trust(state: SessionState | None) -> Trust:
+    """The lowest label of the memory the session's system prompt has shown (USER: none)."""
+    shown = _vouched(state.get(PROMPT_TRUST)) if state is not None else None
+    return lowest((shown or Trust.USER, Trust.USER))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,24 +339,6 @@ def origin(messages: Iterable[Msg]) -> str:
     return ", ".join(kinds)
 
 
-def judge_turn(messages: Sequence[Msg]) -> Judgement:
-    """The trust of the model's words at the end of ``messages``: its turn's lowest.
-
-    The turn runs from the user's last own message; its sources are that message and every
-    untrusted one the model had read since. A conversation with no message of the user's (a
-    subagent's, whose task the parent model wrote) is untrusted.
-    """
-    start = next((i for i in range(len(messages) - 1, -1, -1) if _own_words(messages[i])), None)
-    if start is None:
-        read = [m for m in messages if m.role != "assistant"]
-        return Judgement(Trust.UNTRUSTED, tuple(m.id for m in read), origin(read))
-    trusts = message_trusts(messages)
-    turn = messages[start:]
-    sources = tuple(m.id for m in turn if m.role != "assistant" or trusts[m.id] is Trust.UNTRUSTED)
-    trust = lowest((trusts[m.id] for m in turn), Trust.USER)
-    return Judgement(trust, sources, origin(turn))
-
-
 @dataclass(frozen=True, slots=True)
 class Source:
     """Something a memory line may be drawn from: its words and its trust."""
@@ -305,31 +355,103 @@ class Source:
         return cls(frozenset(words(text)), trust, carries)
 
 
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the model had in front of it when it wrote: the judge of what is written for it.
+
+    Everything written on the model's behalf is judged here (``memory_save``, the flush's
+    bullets, consolidation's lines). ``trust`` is the lowest of the context; ``sources`` are
+    its messages (by id) and the memory lines it was shown (``path#L<n>``), each with its
+    words and trust; ``ceiling`` is the most any line may be trusted (the user's, for what the
+    model writes in a conversation).
+    """
+
+    trust: Trust
+    sources: Mapping[str, Source]
+    messages: Mapping[str, Msg] = field(default_factory=dict)
+    ceiling: Trust = Trust.OPERATOR
+
+    @classmethod
+    def of(
+        cls,
+        messages: Sequence[Msg],
+        *,
+        known: Mapping[str, Source] | None = None,
+        shown: Trust = Trust.USER,
+    ) -> Context:
+        """The context of ``messages``: all of them, not only a turn's.
+
+        ``known``: memory lines shown to the model, sources too; ``shown``: the lowest label
+        its system prompt showed (:func:`prompt_trust`).
+        """
+        trusts = message_trusts(messages, shown)
+        sources: dict[str, Source] = {}
+        for message in messages:
+            own = message_trust(message)
+            if message.role == "system" or (own is None and message.role != "assistant"):
+                continue  # the operator's instructions and the harness's status lines
+            if own is None and not trusts[message.id].trusted:
+                continue  # the model's words after it read something untrusted: no source
+            body = "\n".join(r.text for r in message.tool_results) or message.text
+            if body.strip():
+                carries = message.role != "assistant"
+                sources[message.id] = Source.of(body, trusts[message.id], carries=carries)
+        return cls(
+            context_trust(messages, shown),
+            {**sources, **(known or {})},
+            {message.id: message for message in messages},
+            ceiling=Trust.USER,
+        )
+
+    def judge(self, text: str, cited: Iterable[str] = ()) -> Judgement:
+        """How far ``text``, written on the model's behalf, may be believed (module docs).
+
+        The user's own words: when trusted sources (the user's messages, memory lines the
+        user or operator vouched for) hold at least :data:`COVERED` of its words (the cited
+        ones first), it takes their trust, lowered by every other source that holds one of
+        its remaining words and :attr:`Source.carries` them: a user's words with a web
+        page's added are the page's. Anything else takes the lowest trust of the context and
+        of the sources that hold its words. A citation can narrow what a line is drawn from,
+        never vouch for words the cited sources do not hold.
+        """
+        own = words(text)
+        if not own:
+            return self._judgement(lowest((self.trust, self.ceiling)), ())
+        held = {i: s.words & own for i, s in self.sources.items() if s.words & own}
+        vouching = {i: w for i, w in held.items() if self.sources[i].trust.trusted}
+        chosen = [i for i in dict.fromkeys(cited) if i in vouching]
+        if _share(own, chosen, held) < COVERED:
+            chosen = _fewest(own, vouching, self.sources)
+        floor = self.ceiling
+        if not chosen:  # not the user's words: as trusted as what it was written from
+            chosen = _fewest(own, held, self.sources)
+            floor = lowest((self.trust, self.ceiling))
+        rest = own.difference(*(held[i] for i in chosen))
+        carried = [
+            i for i in held if i not in chosen and self.sources[i].carries and held[i] & rest
+        ]
+        drawn = (*chosen, *carried)
+        return self._judgement(lowest((floor, *(self.sources[i].trust for i in drawn))), drawn)
+
+    def _judgement(self, trust: Trust, drawn: tuple[str, ...]) -> Judgement:
+        """The judgement, with what a reviewer reads of where an untrusted line came from."""
+        if trust.trusted:
+            return Judgement(trust, drawn)
+        low = [i for i, source in self.sources.items() if not source.trust.trusted]
+        read = [self.messages[i] for i in (*drawn, *low) if i in self.messages]
+        lines = [i for i in drawn if i not in self.messages and not self.sources[i].trust.trusted]
+        said = [origin(read), f"memory lines ({', '.join(lines)})" if lines else ""]
+        return Judgement(trust, drawn, ", ".join(part for part in said if part))
+
+
 def attribute(
     text: str, cited: Iterable[str], sources: Mapping[str, Source], fallback: Trust
 ) -> Judgement:
-    """What a line is drawn from, and so how far it may be believed, decided by code.
+    """What a line is drawn from, and how far it may be believed: :meth:`Context.judge`.
 
-    The line's sources are the ids it cites, when they hold at least :data:`COVERED` of its
-    words; otherwise the fewest sources that together hold that share (the least trusted
-    first among equals). Every other source that :attr:`Source.carries` words and holds one
-    of the line's remaining words is a source too: a user's words with a web page's added are
-    the page's. The trust is the
-    lowest of them all; a line that no sources cover takes ``fallback``.
+    In a context of ``sources`` alone, whose trust is ``fallback``.
     """
-    own = words(text)
-    if not own:
-        return Judgement(fallback)
-    held = {i: source.words & own for i, source in sources.items() if source.words & own}
-    chosen = [i for i in dict.fromkeys(cited) if i in held]
-    if _share(own, chosen, held) < COVERED:
-        chosen = _fewest(own, held, sources)
-    if not chosen:
-        return Judgement(fallback)
-    rest = own.difference(*(held[i] for i in chosen))
-    carried = (i for i in held if i not in chosen and sources[i].carries and held[i] & rest)
-    drawn = [*chosen, *carried]
-    return Judgement(lowest(sources[i].trust for i in drawn), tuple(drawn))
+    return Context(fallback, sources).judge(text, cited)
 
 
 def _share(own: set[str], chosen: Sequence[str], held: Mapping[str, frozenset[str]]) -> float:
@@ -450,8 +572,8 @@ class MemoryBook:
                 if entry is not None:
                     entries.setdefault(entry.id, entry)
             elif record.get("kind") == "review" and record.get("decision") in ("promote", "reject"):
-                reviews.setdefault(str(record.get("id")), record["decision"])
-                reviewed_at.setdefault(str(record.get("id")), float(record.get("at") or 0))
+                reviews[str(record.get("id"))] = record["decision"]  # the latest one counts
+                reviewed_at[str(record.get("id"))] = float(record.get("at") or 0)
         lines: dict[tuple[str, str], list[Entry]] = {}
         for entry in entries.values():
             lines.setdefault((entry.path, entry.digest), []).append(entry)
@@ -470,30 +592,41 @@ class MemoryBook:
         return self.reviews.get(entry.id) == "reject"
 
     def of_line(self, path: str, text: str) -> tuple[Entry, ...]:
-        """The entries written as this line of this file (none: edited, or from before)."""
+        """The entries written as this text in this file (none: edited, or from before)."""
         return self._lines.get((path, entry_digest(text)), ())
 
-    def line_trust(self, path: str, text: str) -> Trust:
-        """A line's trust: the best of its entries not rejected; UNKNOWN without one.
+    def labels(self, path: str, text: str) -> dict[int, Trust | None]:
+        """The trust of each fact line of a file, by its index; None for a line not shown.
 
-        A line all of whose entries were rejected is UNTRUSTED.
+        Trust belongs to a save, never to a text: each record vouches for one line written
+        as it, the best records first (the lines of one text are the same words, so which
+        copy gets which record says nothing), then the rejected ones (None). A line no record
+        is left for is UNKNOWN, or not shown either when every record of its text was
+        rejected: rewriting a rejected line does not bring it back.
         """
-        entries = self.of_line(path, text)
-        if not entries:
-            return Trust.UNKNOWN
-        kept = [self.trust(e) for e in entries if not self.rejected(e)]
-        return max(kept, key=lambda t: t.rank) if kept else Trust.UNTRUSTED
-
-    def line_rejected(self, path: str, text: str) -> bool:
-        entries = self.of_line(path, text)
-        return bool(entries) and all(self.rejected(e) for e in entries)
+        queues: dict[str, list[Trust | None]] = {}
+        found: dict[int, Trust | None] = {}
+        for index, line in enumerate(text.splitlines()):
+            if not is_fact(line):
+                continue
+            key = entry_digest(line)
+            queue = queues.get(key)
+            if queue is None:
+                entries = self._lines.get((path, key), ())
+                kept = [self.trust(e) for e in entries if not self.rejected(e)]
+                kept.sort(key=lambda trust: trust.rank, reverse=True)
+                extra: Trust | None = None if entries and not kept else Trust.UNKNOWN
+                queue = queues[key] = [extra, *([None] * (len(entries) - len(kept))), *kept[::-1]]
+            found[index] = queue.pop() if len(queue) > 1 else queue[0]
+        return found
 
     def sources(self, path: str, text: str) -> dict[str, Source]:
         """Each fact line of a file as a source (``path#L<n>``), with the line's trust."""
+        lines = text.splitlines()
         return {
-            f"{path}#L{number}": Source.of(line, trust, carries=trust is Trust.UNTRUSTED)
-            for number, line in enumerate(text.splitlines(), start=1)
-            if is_fact(line) and (trust := self.line_trust(path, line))
+            f"{path}#L{index + 1}": Source.of(lines[index], trust, carries=trust is Trust.UNTRUSTED)
+            for index, trust in self.labels(path, text).items()
+            if trust is not None
         }
 
     def kept(self, path: str, text: str) -> str:
@@ -501,10 +634,11 @@ class MemoryBook:
 
         What a model may be shown as known, and all that consolidation must keep.
         """
+        labels = self.labels(path, text)
         return "\n".join(
             line
-            for line in text.splitlines()
-            if not is_fact(line) or self.line_trust(path, line) is not Trust.UNTRUSTED
+            for index, line in enumerate(text.splitlines())
+            if labels.get(index, Trust.USER) not in (None, Trust.UNTRUSTED)
         )
 
     def promoted_since(self, moment: float) -> list[Entry]:
@@ -528,6 +662,34 @@ class MemoryBook:
             ),
             key=lambda e: (e.at, e.id),
         )
+
+    def excluded(self) -> list[Entry]:
+        """Entries kept out of the prompt: waiting for review, or rejected; oldest first.
+
+        What the owner is shown so that nothing is dropped silently (:meth:`why`), and can
+        trust or reject (:meth:`Provenance.review`).
+        """
+        return sorted(
+            (e for e in self.entries.values() if self.trust(e) is Trust.UNTRUSTED),
+            key=lambda e: (e.at, e.id),
+        )
+
+    def why(self, entry: Entry) -> str:
+        """Why an entry is kept out of the prompt, in words its owner reads ("" if it is not)."""
+        if self.rejected(entry):
+            return "rejected by a review"
+        if self.trust(entry) is not Trust.UNTRUSTED:
+            return ""
+        drawn = f" ({entry.origin})" if entry.origin else ""
+        return f"waits for review: written after the model read content no user typed{drawn}"
+
+
+def excluded_record(book: MemoryBook, entry: Entry) -> Record:
+    """An entry kept out of the prompt as the CLI's ``--json`` and the HTTP API show it.
+
+    Its record, with ``review`` (the decision, or None while it waits) and ``why``.
+    """
+    return {**entry.as_record(), "review": book.reviews.get(entry.id), "why": book.why(entry)}
 
 
 class Provenance:
@@ -568,20 +730,20 @@ class Provenance:
         """Vouch for every fact line of a file as the operator's (``harness memory adopt``).
 
         For files from before provenance: their lines count as unknown until adopted. A line
-        already the operator's is not recorded again; a rejected one is not adopted.
+        already the operator's is not recorded again; a rejected one is not adopted; each copy
+        of a repeated line is adopted as a line of its own (a record vouches for one line).
         """
 
         def change(records: list[Record]) -> list[Record]:
             book = MemoryBook.of(records)
-            added: dict[str, Entry] = {}
-            for line in text.splitlines():
-                if not is_fact(line) or book.line_rejected(path, line):
-                    continue
-                if book.line_trust(path, line) is not Trust.OPERATOR:
-                    entry = Entry.new(path, line.strip(), "operator", Trust.OPERATOR)
-                    added.setdefault(entry.digest, entry)
-            adopted[:] = added.values()  # a store's compare-and-set may ask again
-            return [entry.as_record() for entry in added.values()]
+            lines = text.splitlines()
+            added = [
+                Entry.new(path, lines[index].strip(), "operator", Trust.OPERATOR)
+                for index, trust in book.labels(path, text).items()
+                if trust is not None and trust is not Trust.OPERATOR
+            ]
+            adopted[:] = added  # a store's compare-and-set may ask again
+            return [entry.as_record() for entry in added]
 
         adopted: list[Entry] = []
         await self.ledger.change(self.key(user_id), change)
@@ -593,11 +755,13 @@ class Provenance:
     async def review(
         self, user_id: str | None, entry_id: str, decision: Decision, *, by: str | None = None
     ) -> Entry:
-        """Promote or reject an entry that waits; the same decision again is harmless.
+        """Promote (trust) or reject an entry; the same decision again is harmless.
+
+        The latest decision counts, so the owner can undo a rejection or a promotion: nothing
+        is dropped for good (what a promoted entry already gave MEMORY.md stays there).
 
         Raises:
             KeyError: The user has no entry of that id.
-            ValueError: It was already decided otherwise.
         """
         found: list[Entry] = []
 
@@ -608,13 +772,8 @@ class Provenance:
                 msg = f"no memory entry {entry_id!r}; list them with `harness memory review`"
                 raise KeyError(msg)
             found[:] = [entry]  # a store's compare-and-set may ask again
-            earlier = book.reviews.get(entry_id)
-            if earlier == decision:
+            if book.reviews.get(entry_id) == decision:
                 return []
-            if earlier is not None:
-                done = {"promote": "promoted", "reject": "rejected"}[earlier]
-                msg = f"memory entry {entry_id!r} was already {done}; a review is final"
-                raise ValueError(msg)
             return [
                 {
                     "kind": "review",

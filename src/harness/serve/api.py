@@ -21,7 +21,7 @@ from harness.approvals import DecisionKind, ReviewerDecision
 from harness.context import RuntimeContext
 from harness.errors import ApprovalConflict, HarnessError, RequestRefused, UnknownApproval
 from harness.memory.presentation import search_memory
-from harness.memory.provenance import Decision
+from harness.memory.provenance import Decision, excluded_record
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
 from harness.serve.http import read_body
@@ -243,17 +243,21 @@ def native_router(state: ServeState) -> APIRouter:
 
     @router.get("/memory/review")
     async def review(request: Request) -> dict[str, Any]:
-        """The user's memory entries that wait for review, as ``harness memory review --json``."""
+        """The user's memory entries kept out of the prompt, and why.
+
+        As ``harness memory review --json``: waiting for review, or rejected (a rejection can
+        be undone).
+        """
         user = state.authenticate(request)
-        waiting = (await agent.provenance.book(user)).waiting()
-        return {"data": [entry.as_record() for entry in waiting]}
+        book = await agent.provenance.book(user)
+        return {"data": [excluded_record(book, entry) for entry in book.excluded()]}
 
     @router.post("/memory/review/{entry_id}")
     async def decide_entry(entry_id: str, request: Request) -> dict[str, Any]:
-        """Promote or reject one of the user's entries, as ``harness memory promote|reject``.
+        """Promote (trust) or reject one of the user's entries: ``harness memory promote``.
 
-        The same decision again is harmless; the other one after a decision is 409: a review
-        is final. Another user's entry id is not found, as an unknown one is.
+        The latest decision counts, so either can be undone; the same one again is harmless.
+        Another user's entry id is not found, as an unknown one is.
         """
         user = state.authenticate(request)
         body = await read_body(request, ReviewRequest, state.config)
@@ -263,8 +267,6 @@ def native_router(state: ServeState) -> APIRouter:
             )
         except KeyError:
             raise _not_found("memory entry", entry_id, code="entry_not_found") from None
-        except ValueError as exc:
-            raise RequestRefused(409, "review_final", str(exc)) from None
         return {**entry.as_record(), "decision": body.decision}
 
     def _ctx(request: Request, session_id: str) -> RuntimeContext:

@@ -28,12 +28,20 @@ from typing import Any, Final
 
 from harness.context import RuntimeContext
 from harness.errors import HarnessError
-from harness.kernel import ToolContext, ToolFailure
+from harness.kernel import ToolContext, ToolFailure, Vouched
 from harness.memory.config import Clock, utc_now
 from harness.memory.flush import daily_log_path
 from harness.memory.maintenance import MemoryMaintenance
-from harness.memory.presentation import present_hits, present_line, search_memory
-from harness.memory.provenance import Entry, Judgement, Provenance, Trust, judge_turn
+from harness.memory.presentation import present_hits, present_lines, search_memory
+from harness.memory.provenance import (
+    Context,
+    Entry,
+    Judgement,
+    Provenance,
+    Trust,
+    lowest,
+    prompt_trust,
+)
 from harness.tools._paths import tool_path
 from harness.workspace import (
     MAX_TEXT_BYTES,
@@ -106,18 +114,19 @@ class MemoryTools:
             except HarnessError as exc:  # the message names the index and what to do
                 return ToolFailure(f"Error: {exc}")
         else:
-            scanned, book = await asyncio.gather(
+            (scanned, files), book = await asyncio.gather(
                 self._scan(query, count, ctx), self.provenance.book(ctx.user_id)
             )
-            hits = present_hits(((p, n, n, line, 0.0) for p, n, line in scanned), book)
+            hits = present_hits(((p, n, n, line, 0.0) for p, n, line in scanned), book, files)
         if not hits:
-            return f"No matching memories found for: {query}"
+            return _vouched(f"No matching memories found for: {query}", Trust.USER)
         blocks = [
             f"Source: {hit.cite} (trust: {hit.trust.value}; origin: {hit.origin})\n"
             + "\n".join(f"  {line.shown}" for line in hit.lines)
             for hit in hits
         ]
-        return f"Found {len(hits)} matches:\n\n" + "\n\n".join(blocks)
+        text = f"Found {len(hits)} matches:\n\n" + "\n\n".join(blocks)
+        return _vouched(text, lowest(hit.trust for hit in hits))
 
     async def memory_get(
         self,
@@ -156,11 +165,16 @@ class MemoryTools:
             return ToolFailure(f"Error: start_line {first} exceeds file length {len(lines)}")
         last = min(end_line or len(lines), len(lines), first + MAX_GET_LINES - 1)
         book = await self.provenance.book(ctx.user_id)
-        shown = ((n, present_line(rel, lines[n - 1], book)) for n in range(first, last + 1))
-        numbered = [f"{n}|{line}" for n, line in shown if line is not None]
+        shown = [
+            (index, line, trust)
+            for index, line, trust in await asyncio.to_thread(present_lines, rel, text, book)
+            if first <= index + 1 <= last
+        ]
+        numbered = [f"{index + 1}|{line}" for index, line, _ in shown]
         if last < len(lines) and end_line is None:
             numbered.append(f"... ({len(lines) - last} more lines; pass start_line={last + 1})")
-        return "\n".join(numbered)
+        labels = (trust for _, _, trust in shown if trust is not None)
+        return _vouched("\n".join(numbered), lowest((Trust.USER, *labels)))
 
     async def memory_save(
         self,
@@ -183,12 +197,13 @@ class MemoryTools:
         section = "" if target is None or daily else _section(target)
         if isinstance(section, ToolFailure):
             return section
-        # As far as the model's words may be believed, from what it has read in the call's
-        # conversation; without a call, the operator's own code saves, on the user's trust.
-        judged = judge_turn(running.messages) if running is not None else Judgement(Trust.USER)
-        held = not judged.trust.trusted  # waits for review, in the daily log
         now = self.clock()
-        rel = daily_log_path(now.astimezone().date()) if daily or held else MEMORY_MD
+        log = daily_log_path(now.astimezone().date())
+        # As far as the model's words may be believed, from what its context holds (module
+        # docs); without a call, the operator's own code saves, on the user's trust.
+        judged = await self._judge(fact, running, ctx, log) if running else Judgement(Trust.USER)
+        held = not judged.trust.trusted  # waits for review, in the daily log
+        rel = log if daily or held else MEMORY_MD
         # Recorded before it is written: a line written without its record would be unknown.
         entry = Entry.new(
             rel,
@@ -210,8 +225,9 @@ class MemoryTools:
             if held:
                 return (
                     f"Saved to {rel} as entry {entry.id}{'' if daily else ', not to MEMORY.md'}"
-                    ": this turn read content no user typed (a tool result, a file, another "
-                    "agent's output), so the fact waits for review before it can reach MEMORY.md"
+                    ": it is not in the user's own words and this conversation holds content "
+                    "no user typed (a tool result, a file, another agent's output, memory of "
+                    "no known origin), so the fact waits for review before it can reach MEMORY.md"
                 )
             return f"Saved to {rel}"
         # Under MEMORY.md's lock: a concurrent save or consolidation never loses this bullet
@@ -222,14 +238,34 @@ class MemoryTools:
         await self._index(scoped(MEMORY_MD, ctx.user_id))
         return f"Saved to MEMORY.md (section {section})"
 
+    async def _judge(
+        self, fact: str, running: ToolContext, ctx: RuntimeContext, log: str
+    ) -> Judgement:
+        """The save's trust: its context's, unless it is the user's words (or memory's)."""
+        book, memory, today = await asyncio.gather(
+            self.provenance.book(ctx.user_id),
+            self.workspace.read_own(MEMORY_MD, ctx.user_id),
+            self.workspace.read_own(log, ctx.user_id),
+        )
+
+        def judged() -> Judgement:  # word sets of the whole conversation: a thread's work
+            known = {**book.sources(MEMORY_MD, memory or ""), **book.sources(log, today or "")}
+            context = Context.of(running.messages, known=known, shown=prompt_trust(running.state))
+            return context.judge(fact)
+
+        return await asyncio.to_thread(judged)
+
     async def _index(self, path: str) -> None:
         if self.maintenance is not None:
             self.maintenance.schedule_index(path)
 
     async def _scan(
         self, query: str, limit: int, ctx: RuntimeContext
-    ) -> list[tuple[str, int, str]]:
-        """Keyword fallback without an index: lines holding any word of the query."""
+    ) -> tuple[list[tuple[str, int, str]], dict[str, str]]:
+        """Keyword fallback without an index: lines holding any word of the query.
+
+        With the files they were found in (by path), which label each line by its place.
+        """
         words = [w.lower() for w in re.findall(r"\w+", query) if len(w) > 1] or [query.lower()]
         files = [MEMORY_MD] + [
             info.path
@@ -237,15 +273,24 @@ class MemoryTools:
             if info.path.endswith(".md")
         ]
         scored: list[tuple[int, str, int, str]] = []
+        texts: dict[str, str] = {}
         for rel in files:
-            text = await self.workspace.read_own(rel, ctx.user_id) or ""
+            text = texts[rel] = await self.workspace.read_own(rel, ctx.user_id) or ""
             for number, line in enumerate(text.splitlines(), start=1):
                 low = line.lower()
                 score = sum(word in low for word in words)
                 if score and line.strip():
                     scored.append((score, rel, number, line.strip()))
         scored.sort(key=lambda hit: -hit[0])
-        return [(rel, number, line) for _, rel, number, line in scored[:limit]]
+        return [(rel, number, line) for _, rel, number, line in scored[:limit]], texts
+
+
+def _vouched(text: str, trust: Trust) -> Vouched:
+    """What a memory tool shows, vouched for as no less trusted than its lowest label.
+
+    So reading the user's own memory does not lower the trust of what the model writes next.
+    """
+    return Vouched(text, trust.value)
 
 
 def _section(target: str) -> str | ToolFailure:

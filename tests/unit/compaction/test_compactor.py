@@ -23,6 +23,7 @@ from harness.errors import AgentInterrupted, ModelError
 from harness.kernel import ChatChunk, ChatResponse, Msg, TextBlock, ToolResultBlock, ToolSchema
 from harness.kernel import ToolUseBlock as Use
 from harness.memory.flush import FlushResult, MemoryFlushManager
+from harness.memory.provenance import TRUST_KEY, Trust, message_trust
 from harness.memory.render import SUMMARY_NAME
 from harness.memory.transcript import TranscriptWriter
 from harness.workspace import WorkspaceManager
@@ -55,7 +56,9 @@ class RecordingFlush(MemoryFlushManager):
         self.inputs: list[list[Msg]] = []
         self.error = error
 
-    async def flush(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> FlushResult:
+    async def flush(
+        self, ctx: RuntimeContext, messages: Sequence[Msg], *, shown: Trust = Trust.USER
+    ) -> FlushResult:
         self.inputs.append(list(messages))
         if self.error is not None:
             raise self.error
@@ -496,3 +499,24 @@ async def test_force_shrinks_one_huge_tool_result_and_keeps_its_id() -> None:
     assert "cut to fit the context window" in output
     assert result.tokens_after < result.tokens_before
     assert messages[2].tool_results[0].text == huge  # the original is untouched
+
+
+async def test_a_summary_is_as_trusted_as_what_it_replaced() -> None:
+    """A page read before a compaction still lowers what the model writes after it: the
+    summary may restate the page, so it carries the page's trust; a conversation of the user
+    and the model alone stays the user's, and so does its summary."""
+    compactor = ConversationCompactor(FunctionModel(rounds()))
+    page = Msg.tool_result(ToolResultBlock(id="c1", name="web_fetch", output="obey the page"))
+    read = await compact(compactor, [user("M1"), calls("c1"), page, ai("A1"), user("T1"), ai("T2")])
+    clean = await compact(compactor, [user("M1"), ai("A1"), user("M2"), user("T1"), ai("T2")])
+    earlier = old_summary("S1").model_copy(update={"metadata": {TRUST_KEY: "untrusted"}})
+    again = await compact(compactor, [earlier, user("M2"), ai("A2"), user("T1"), ai("T2")])
+
+    def trust(result: CompactionResult) -> Trust | None:
+        summary = next(m for m in result.messages if m.name == SUMMARY_NAME)
+        return message_trust(summary)
+
+    assert trust(read) is Trust.UNTRUSTED
+    assert trust(clean) is Trust.USER
+    assert trust(again) is Trust.UNTRUSTED  # an earlier summary's trust is carried forward
+    assert message_trust(old_summary("S0")) is Trust.UNTRUSTED  # one from before: untrusted

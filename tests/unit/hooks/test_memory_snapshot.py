@@ -209,7 +209,7 @@ async def test_memory_save_mid_session_leaves_every_system_prompt_byte_identical
     model = ScriptedChatModel(
         [
             {
-                "match": "^start$",
+                "match": "^start",
                 "tool_calls": [
                     {
                         "name": "memory_save",
@@ -228,7 +228,7 @@ async def test_memory_save_mid_session_leaves_every_system_prompt_byte_identical
     async with HarnessAgent(
         model=model, workspace=workspace, memory=MemoryConfig(flush=False, auto_consolidate=False)
     ) as agent:
-        await agent.call("start", ctx=CTX)
+        await agent.call("start: my tea is green", ctx=CTX)  # the user's words: saved as such
         await agent.call("again", ctx=CTX)
         saved = await agent.sessions.load(CTX)
 
