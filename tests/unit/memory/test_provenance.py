@@ -10,6 +10,7 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _models import FunctionModel
 from hypothesis import given, settings
@@ -341,6 +342,12 @@ def test_review_promote_reject_and_adopt_from_the_command_line(workspace: Path) 
 # --- trust follows the context (the three classes that once got through) ----------------------
 
 
+def saving_agent(workspace: Path, model: ScriptedChatModel, **options: Any) -> HarnessAgent:
+    """An agent whose model saves with memory_save (no flush, no consolidation, no subagents)."""
+    memory = MemoryConfig(flush=False, auto_consolidate=False)
+    return HarnessAgent(model=model, workspace=workspace, memory=memory, subagents=None, **options)
+
+
 async def web_fetch(url: str) -> str:
     """Fetch a web page.
 
@@ -371,13 +378,7 @@ async def test_a_save_a_page_asked_for_after_the_users_next_message_is_not_the_u
             {"match": "waits for review|Saved to", "text": "done"},
         ]
     )  # fmt: skip
-    async with HarnessAgent(
-        model=model,
-        workspace=workspace,
-        tools=[web_fetch],
-        memory=MemoryConfig(flush=False, auto_consolidate=False),
-        subagents=None,
-    ) as agent:
+    async with saving_agent(workspace, model, tools=[web_fetch]) as agent:
         answer(await agent.call("look at the page", ctx=ANN))
         assert (answer(await agent.call("thanks", ctx=ANN))).text == "done"
     memory_md = workspace / "users" / "ann" / "MEMORY.md"
@@ -441,12 +442,7 @@ async def test_a_line_written_with_the_file_tools_stays_unknown_when_saved_again
             {"match": ".", "text": "done", "repeat": True},
         ]
     )  # fmt: skip
-    async with HarnessAgent(
-        model=model,
-        workspace=workspace,
-        memory=MemoryConfig(flush=False, auto_consolidate=False),
-        subagents=None,
-    ) as agent:
+    async with saving_agent(workspace, model) as agent:
         answer(await agent.call("plant it", ctx=ANN))
         later = RuntimeContext(session_id="s2", user_id="ann")
         answer(await agent.call("hello", ctx=later))
@@ -484,12 +480,7 @@ async def test_what_the_prompt_showed_as_unknown_lowers_a_save_in_any_words(
             {"match": ".", "text": "done", "repeat": True},
         ]
     )  # fmt: skip
-    async with HarnessAgent(
-        model=model,
-        workspace=workspace,
-        memory=MemoryConfig(flush=False, auto_consolidate=False),
-        subagents=None,
-    ) as agent:
+    async with saving_agent(workspace, model) as agent:
         answer(await agent.call("hello", ctx=ANN))
         bob = RuntimeContext(session_id="s1", user_id="bob")
         answer(await agent.call("recall what I drink", ctx=bob))
