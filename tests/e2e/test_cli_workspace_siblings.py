@@ -1,9 +1,10 @@
-"""A second workspace in the parent directory of another is refused when a command starts.
+"""Workspaces side by side in one directory each run, each with its own memory index.
 
-The memory index sits beside a workspace (``<parent>/memory_index.db``) and belongs to the
-first workspace that used it. A second workspace in the same parent used to be accepted, and
-then every flush, index and search of it failed in the log; now every command refuses it at
-once, with one line that names both workspaces and what to do, before it makes anything.
+The memory index sits beside a workspace: ``<parent>/memory_index.db`` for the first workspace
+of a directory (where every index used to be), ``<parent>/.<name>.memory_index.db`` for each
+other one. A second workspace in the same parent was once refused by every command ("move it
+into a directory of its own"), although agents kept side by side in one folder are the
+ordinary layout; now each has its own index and neither ever searches the other's.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typer.testing import CliRunner
 
 from harness.cli._common import checked_workspace
 from harness.cli.main import app
-from harness.errors import ConfigError
-from harness.memory.index import MemoryIndex
+from harness.memory.index import INDEX_FILE, MemoryIndex, index_file
 
 
 @pytest.fixture
@@ -47,62 +47,26 @@ def invoke(*args: str | Path) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_a_second_workspace_beside_the_first_is_refused_at_once(
-    tmp_path: Path, model: str, redis_url: str
-) -> None:
-    parent = tmp_path / "projects"
-    first, second = parent / "first", parent / "second"
-    code, _, stderr = invoke("run", "I like tea", "-w", first, "--model", model)
-    assert code == 0, stderr
-    assert (parent / "memory_index.db").is_file()
-
-    commands: list[list[str | Path]] = [
-        ["run", "I like tea", "--model", model, "-w", second],
-        ["chat", "--model", model, "-w", second],
-        ["serve", "--port", "1", "--model", model, "-w", second],
-        ["memory", "search", "tea", "-w", second],
-        ["init", second],
-        # With a store the directory only anchors the workspace, but it still keeps the
-        # worker's own memory index: two workers need two parent directories.
-        ["run", "I like tea", "--model", model, "-w", second, "--store", redis_url],
-        ["sessions", "list", "-w", second, "--store", redis_url],
-    ]
-    for command in commands:
-        code, stdout, stderr = invoke(*command)
-
-        assert code == 2, (command, stdout, stderr)
-        lines = stderr.splitlines()
-        assert len(lines) == 1, (command, stdout, stderr)
-        line = lines[0]
-        assert line.startswith(f"error: the workspace {second} shares its parent directory"), line
-        assert f"with the workspace {first}" in line
-        assert f"--workspace {second / 'workspace'}" in line
-        assert not second.exists()  # refused before anything was made
-
-    # The first one goes on, and the way out the line names works.
-    code, stdout, _ = invoke("memory", "search", "tea", "-w", first, "--json")
-    assert code == 0
-    assert "likes tea" in stdout
-    moved = second / "workspace"
-    code, _, stderr = invoke("run", "I like tea", "-w", moved, "--model", model)
-    assert code == 0, stderr
-    assert "WARNING" not in stderr
-
-
-def test_a_symlink_to_the_first_workspace_is_named_as_the_same_one(
+def test_workspaces_side_by_side_each_run_with_an_index_of_their_own(
     tmp_path: Path, model: str
 ) -> None:
     parent = tmp_path / "projects"
-    first = parent / "first"
-    assert invoke("run", "I like tea", "-w", first, "--model", model)[0] == 0
-    alias = parent / "alias"
-    alias.symlink_to(first)
+    first, second = parent / "first", parent / "second"
+    assert invoke("init", first)[0] == 0
+    code, stdout, stderr = invoke("init", second)
+    assert code == 0, stderr
+    for root in (first, second):
+        code, _, stderr = invoke("run", f"I like tea in {root.name}", "-w", root, "--model", model)
+        assert code == 0, stderr
+        assert "index" not in stderr  # no index refused, in the log or otherwise
+    assert (parent / INDEX_FILE).is_file()  # the first one's, where it always was
+    assert (parent / f".second.{INDEX_FILE}").is_file()
 
-    code, _, stderr = invoke("run", "I like tea", "-w", alias, "--model", model)
-
-    assert code == 2
-    assert f"is the workspace {first} under another path" in stderr
-    assert f"pass --workspace {first}" in stderr
+    for root in (first, second):
+        code, stdout, stderr = invoke("memory", "search", "tea", "-w", root, "--json")
+        assert code == 0, stderr
+        assert "likes tea" in stdout
+        assert str(parent / ("first" if root == second else "second")) not in stdout
 
 
 def test_a_workspace_whose_index_is_unreadable_is_left_to_memory_index(
@@ -128,15 +92,14 @@ _NAMES = st.text(
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(_NAMES, min_size=2, max_size=2, unique=True), data=st.data())
-def test_any_spelling_of_a_neighbour_is_refused_and_the_first_is_kept(
+def test_however_a_neighbour_is_spelled_it_never_opens_the_first_ones_index(
     names: list[str], data: st.DataObject
 ) -> None:
-    """The class of paths that reach the index of another workspace, drawn.
+    """The class of paths that reach the directory of another workspace's index, drawn.
 
     However the second workspace is spelled (absolute, relative, through ``..`` or a link in
-    the parent), it is refused naming the first; the first's own spelling is accepted; any
-    other spelling of the first is refused pointing at the one the index knows, which then
-    works. Nothing is made for a refused workspace.
+    the parent), it is accepted and its index is a file of its own that the first's rows never
+    reach; the first keeps ``memory_index.db``.
     """
     with tempfile.TemporaryDirectory() as top:
         parent = Path(top) / "projects"
@@ -144,7 +107,8 @@ def test_any_spelling_of_a_neighbour_is_refused_and_the_first_is_kept(
         first.mkdir(parents=True)
         (parent / "elsewhere").mkdir()
         (Path(top) / "link").symlink_to(parent)
-        MemoryIndex(parent, workspace=first).open().close()
+        with MemoryIndex(parent, workspace=first) as index:
+            index.index_from_string("memory/a.md", "- the first one's secret")
 
         def spelled(target: Path) -> Path:
             how = data.draw(st.sampled_from(["absolute", "relative", "dotdot", "link"]))
@@ -156,14 +120,25 @@ def test_any_spelling_of_a_neighbour_is_refused_and_the_first_is_kept(
                 return Path(top) / "link" / target.name
             return target
 
-        with pytest.raises(ConfigError) as refused:
-            checked_workspace(spelled(second))
-        assert f"with the workspace {first}," in str(refused.value)
-        assert not second.exists()
+        root = checked_workspace(spelled(second)).root
+        with MemoryIndex(root.parent, workspace=root) as index:
+            assert index.path.name == f".{names[1]}.{INDEX_FILE}"
+            assert index.search("secret") == []
+        assert index_file(first) == parent / INDEX_FILE
 
-        assert checked_workspace(first).root == first
-        alias = spelled(first)
-        if alias.absolute() != first:
-            with pytest.raises(ConfigError, match="under another path") as named:
-                checked_workspace(alias)
-            assert f"pass --workspace {first}" in str(named.value)
+
+def test_two_workspaces_that_open_at_once_never_share_a_file(tmp_path: Path) -> None:
+    """Both saw no index and chose the shared file; the one that claims it second takes its
+    own instead of failing at every search."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    racing = [MemoryIndex(tmp_path, workspace=root) for root in (first, second)]
+    assert [index.path for index in racing] == [tmp_path / INDEX_FILE] * 2
+    for index in racing:
+        index.open()
+    assert [index.path for index in racing] == [
+        tmp_path / INDEX_FILE,
+        tmp_path / f".second.{INDEX_FILE}",
+    ]
+    for index in racing:
+        index.close()
+    assert index_file(second) == tmp_path / f".second.{INDEX_FILE}"

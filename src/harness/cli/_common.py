@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
@@ -20,7 +19,6 @@ from harness.agent import default_workspace
 from harness.cli._output import err, out
 from harness.errors import ConfigError, HarnessError, WorkspaceError
 from harness.kernel import Ended, Msg, Paused
-from harness.memory.index import INDEX_FILE
 from harness.models import DEFAULT_LOCAL_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
 from harness.stores import STORE_ENV, open_store
 from harness.workspace import WorkspaceManager
@@ -42,7 +40,6 @@ __all__ = [
     "VerboseOpt",
     "WorkspaceOpt",
     "checked_workspace",
-    "index_owner",
     "model_options",
     "not_blank",
     "one_line_errors",
@@ -219,66 +216,12 @@ def checked_workspace(path: Path | None) -> WorkspaceManager:
         msg = f"the workspace path {shown} starts with the home of an unknown user; fix the ~"
         raise WorkspaceError(msg) from None
     manager = WorkspaceManager(root)
-    _refuse_a_sibling(manager.root)
     try:
         manager.check()
     except OSError as exc:  # what check() does not foresee: a name too long, a loop of links
         msg = f"cannot use the workspace {shown}: {exc.strerror or exc}; pass --workspace DIR"
         raise WorkspaceError(msg) from exc
     return manager
-
-
-def _refuse_a_sibling(root: Path) -> None:
-    """Refuse a workspace whose parent directory holds another workspace's memory index.
-
-    The search index sits beside the workspace (``<parent>/memory_index.db``), and the first
-    workspace to use it claims it, so a second one in the same parent was accepted here and
-    then refused by the index at every flush and search, as warnings and errors in the log.
-    Refused now instead, before anything is made, with both paths and the way out.
-
-    Raises:
-        ConfigError: The index beside ``root`` belongs to another workspace.
-    """
-    index = root.parent / INDEX_FILE
-    owner = index_owner(index)
-    if owner is None or owner == str(root):  # the index's own comparison: absolute paths
-        return
-    try:
-        alias = Path(owner).resolve() == root.resolve()
-    except (OSError, RuntimeError):  # a loop of links: not the same directory, at least
-        alias = False
-    if alias:
-        msg = (
-            f"the workspace {root} is the workspace {owner} under another path (through a "
-            f"symbolic link or '..'), and its memory index {index} is kept under that one: "
-            f"pass --workspace {owner}"
-        )
-    else:
-        msg = (
-            f"the workspace {root} shares its parent directory with the workspace {owner}, "
-            f"whose memory index {index} sits there (one index per parent directory): move "
-            f"{root.name} into a directory of its own (e.g. --workspace "
-            f"{root.parent / root.name / 'workspace'}), or, if {owner} is gone, delete {index} "
-            "(a cache, rebuilt by `harness memory index`)"
-        )
-    raise ConfigError(msg)
-
-
-def index_owner(path: Path) -> str | None:
-    """The workspace recorded in the memory index file at ``path``; None when none can be read.
-
-    Read-only, and without the index's own machinery: an index this version cannot open
-    (another program's file, a damaged one) is for ``harness memory index`` to replace.
-    """
-    try:
-        if not path.is_file():  # a path the system refuses (too long, say) is check()'s to tell
-            return None
-        uri = f"{path.absolute().as_uri()}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            row = conn.execute("SELECT value FROM memory_meta WHERE key = 'workspace'").fetchone()
-    except (sqlite3.Error, OSError, ValueError):
-        return None
-    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 @contextlib.asynccontextmanager

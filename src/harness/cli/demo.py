@@ -30,6 +30,7 @@ from harness.errors import ConfigError
 from harness.filesystem import SandboxFilesystem
 from harness.kernel import Msg, TextBlock
 from harness.memory import MemoryConfig, Provenance
+from harness.memory.index import index_file
 from harness.memory.render import SUMMARY_NAME
 from harness.models import ScriptedChatModel
 from harness.observability import read_trace, summarize
@@ -204,7 +205,7 @@ async def run_demo(workspace: Path | None) -> Path:
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
         out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
-    index = root.parent / "memory_index.db"
+    index = await asyncio.to_thread(index_file, root)
     out.print(
         f"\nThe search index is {index} (a cache: delete it and "
         f"{command_line(root, 'memory index')} rebuilds it).\nLook around: {root}\n"

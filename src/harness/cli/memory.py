@@ -24,7 +24,6 @@ from harness.cli._common import (
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
-    index_owner,
     opened_workspace,
     run_async,
     valid_text,
@@ -39,7 +38,7 @@ from harness.memory import (
     MemoryMaintenance,
     MemoryVersion,
 )
-from harness.memory.index import IndexStats
+from harness.memory.index import IndexStats, index_owner
 from harness.memory.maintenance import sync_index
 from harness.memory.provenance import Decision, Entry, MemoryBook, Provenance, excluded_record
 from harness.models import resolve_model
@@ -138,8 +137,7 @@ def _open_anew(index: MemoryIndex, workspace: Path) -> None:
         if owner is not None and owner != str(workspace.absolute()):
             msg = (
                 f"the memory index {index.path} is unusable and belongs to the workspace "
-                f"{owner}, not {workspace.absolute()}: give each workspace its own parent "
-                "directory (the index sits beside it)"
+                f"{owner}, not {workspace.absolute()}: rebuild it from that workspace"
             )
             raise StorageError(msg) from exc
     logger.warning("replacing the unusable memory index %s", index.path)

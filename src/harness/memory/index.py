@@ -1,11 +1,13 @@
 """The memory search index: SQLite FTS5 over every line of the workspace's memory files.
 
-The index lives in ``<base_dir>/memory_index.db`` (the harness passes the workspace's parent).
-It is derived data: memory files are the truth, and deleting the database loses nothing, since
-:meth:`MemoryIndex.rebuild` (or the next :meth:`MemoryIndex.index_all_from_workspace`) restores
-it. Indexed files (:mod:`harness.memory._files`): ``MEMORY.md``, ``memory/*.md`` (not the
-archive) and transcripts ``agents/*/sessions/*.log.jsonl``, shared and under every
-``users/<segment>/``.
+The index lives beside its workspace, one per workspace (:func:`index_file`):
+``<parent>/memory_index.db`` for the workspace that already has it there (where every index
+used to be), ``<parent>/.<name>.memory_index.db`` for any other, so any number of workspaces
+share a parent directory. It is derived data: memory files are the truth, and deleting the
+database loses nothing, since :meth:`MemoryIndex.rebuild` (or the next
+:meth:`MemoryIndex.index_all_from_workspace`) restores it. Indexed files
+(:mod:`harness.memory._files`): ``MEMORY.md``, ``memory/*.md`` (not the archive) and
+transcripts ``agents/*/sessions/*.log.jsonl``, shared and under every ``users/<segment>/``.
 
 Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
 ``_harness_migrations``)::
@@ -88,7 +90,16 @@ from harness.memory._vectors import VectorCache, embed_texts
 from harness.memory.embedding import Embedder, import_optional
 from harness.workspace import normalize, safe_segment
 
-__all__ = ["INDEX_FILE", "RANK_BUDGET", "SNIPPET_CHARS", "IndexStats", "MemoryIndex", "SearchHit"]
+__all__ = [
+    "INDEX_FILE",
+    "RANK_BUDGET",
+    "SNIPPET_CHARS",
+    "IndexStats",
+    "MemoryIndex",
+    "SearchHit",
+    "index_file",
+    "index_owner",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +107,45 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 INDEX_FILE: Final = "memory_index.db"
+
+
+def index_file(workspace: Path, base_dir: Path | None = None) -> Path:
+    """The index file of ``workspace``, in ``base_dir`` (default: beside it).
+
+    Its own ``.<name>.memory_index.db`` when it has one; else ``memory_index.db`` unless
+    another workspace has claimed that (the first workspace of a directory keeps the place
+    every index used to have); else its own. Two workspaces side by side each have one, with
+    nothing to move by hand. Reads the claim (a small SQLite read): call it from a thread.
+    """
+    directory = base_dir if base_dir is not None else workspace.parent
+    own = _own_file(workspace, directory)
+    shared = directory / INDEX_FILE
+    if own.exists() or index_owner(shared) not in (None, str(workspace.absolute())):
+        return own
+    return shared
+
+
+def _own_file(workspace: Path, directory: Path) -> Path:
+    return directory / f".{workspace.name}.{INDEX_FILE}"
+
+
+def index_owner(path: Path) -> str | None:
+    """The workspace recorded in the memory index file at ``path``; None when none can be read.
+
+    Read-only, and without the index's own machinery: an index this version cannot open
+    (another program's file, a damaged one) is for ``harness memory index`` to replace.
+    """
+    try:
+        if not path.is_file():  # a path the system refuses (too long, say) is check()'s to tell
+            return None
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM memory_meta WHERE key = 'workspace'").fetchone()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    return row[0] if row is not None and isinstance(row[0], str) else None
+
+
 """The database file name inside ``base_dir``."""
 
 SNIPPET_CHARS: Final = 300
@@ -107,6 +157,10 @@ _CANDIDATES: Final = 50  # per ranking, before fusion
 _BUSY_TIMEOUT_MS: Final = 10_000
 _OPEN_ATTEMPTS: Final = 10
 _NOTHING_SQL: Final = "SELECT NULL, NULL, NULL, NULL, NULL WHERE 0"
+
+
+class _Claimed(StorageError):
+    """The shared index file serves another workspace (a race for it was lost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +204,13 @@ class MemoryIndex:
     """Full-text (and optionally vector) search over the lines of a workspace's memory files.
 
     Args:
-        base_dir: Directory holding ``memory_index.db`` (created on :meth:`open`).
+        base_dir: Directory holding the index file (created on :meth:`open`).
         embedder: Adds vector search fused with keyword search; None for keywords only.
-        workspace: The one workspace the index serves. Opening claims the index for it, and
-            an index claimed by another workspace is refused at every operation: two
-            workspaces in one parent directory would otherwise search (and remove) each
-            other's rows, one tenant reading another's memory.
+        workspace: The one workspace the index serves: its file is that workspace's
+            (:func:`index_file`), decided when first needed. Opening claims the index for it,
+            and an index claimed by another workspace is refused at every operation: two
+            workspaces sharing one file would search (and remove) each other's rows, one
+            tenant reading another's memory. None: ``base_dir/memory_index.db``.
 
     Raises:
         ConfigError: An embedder is given but numpy (``harness[embeddings]``) is missing.
@@ -168,9 +223,11 @@ class MemoryIndex:
         embedder: Embedder | None = None,
         workspace: str | Path | None = None,
     ) -> None:
-        self.path = Path(base_dir).expanduser() / INDEX_FILE
+        self.base_dir = Path(base_dir).expanduser()
         self.embedder = embedder
         self.workspace = Path(workspace) if workspace is not None else None
+        self._given = None if self.workspace is not None else self.base_dir / INDEX_FILE
+        self._path: Path | None = self._given
         if embedder is not None:
             import_optional("numpy")
         self._lock = threading.RLock()
@@ -178,6 +235,19 @@ class MemoryIndex:
         self._depth = 0
         self._commits = 0
         self._vectors = VectorCache()
+
+    @property
+    def path(self) -> Path:
+        """The index file (:func:`index_file` for a workspace's: read once, then kept)."""
+        if self._path is None:
+            assert self.workspace is not None
+            self._path = index_file(self.workspace, self.base_dir)
+        return self._path
+
+    @property
+    def _chosen(self) -> bool:
+        """Whether the file was chosen for a workspace (and another may be taken instead)."""
+        return self.workspace is not None and self._given is None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -229,6 +299,13 @@ class MemoryIndex:
                 prepare(conn)
                 if self.workspace is not None:
                     self._claim_workspace(self.workspace)
+            except _Claimed:
+                # Another workspace claimed the shared file first (both saw none): this
+                # workspace's index is its own file, as index_file() says from now on.
+                self.close()
+                assert self.workspace is not None
+                self._path = _own_file(self.workspace, self.base_dir)
+                return self._open()
             except StorageError:
                 self.close()
                 raise
@@ -375,9 +452,11 @@ class MemoryIndex:
             elif row[0] != name:
                 msg = (
                     f"the memory index {self.path} belongs to the workspace {row[0]}, not {name}: "
-                    "give each workspace its own parent directory (the index sits beside it)"
+                    "open the index of this workspace (MemoryIndex(workspace=...)), or delete "
+                    "this one if that workspace is gone (a cache, rebuilt by a re-index)"
                 )
-                raise StorageError(msg)
+                shared = self.path == self.base_dir / INDEX_FILE
+                raise (_Claimed if shared and self._chosen else StorageError)(msg)
 
     def index_all_from_workspace(
         self, workspace: Path, *, progress: Callable[[int, int], None] | None = None
