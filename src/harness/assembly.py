@@ -262,6 +262,8 @@ class _Assembler:
             hooks=chain,
             max_iters=options.max_iters,
         )
+        if self.approvals is not None:  # edits are checked against the tools the model has
+            self.approvals.tools = delegate.toolkit.get  # MCP's too, registered as they start
         allowed = options.allowed_tools
         if allowed is not None:  # after the hooks added theirs; the MCP hook filters its own
             for tool_name in delegate.toolkit.names:

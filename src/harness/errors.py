@@ -16,6 +16,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── AgentInterrupted            ``interrupt()`` stopped a running call
     ├── UnknownApproval             no pending approval of the session has that id
     ├── ApprovalConflict            an approval was already decided otherwise
+    ├── InvalidDecision             a decision its rule or its tool's schema refuses
     ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
     ├── WorkspaceError
     │   ├── PathOutsideWorkspace    a path escapes the workspace root
@@ -31,8 +32,9 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── TurnFailed                  a turn the durable engine ran failed in its worker
     └── RequestRefused              ``harness serve`` refuses a request (its HTTP status and code)
 
-``InvalidText``, ``PathOutsideWorkspace`` and ``FrontMatterError`` are ``ValueError`` too: each
-is about a value (a text, a path, a file's text) that cannot be used. Every class lives here,
+``InvalidDecision``, ``InvalidText``, ``PathOutsideWorkspace`` and ``FrontMatterError``
+are ``ValueError`` too: each is about a value (a decision, a text, a path, a file's text) that
+cannot be used. Every class lives here,
 whichever package raises it, so one ``except`` on this tree catches what Harness means to raise
 (``tests/unit/test_public_api.py`` holds every package to it, and
 ``tests/unit/test_errors_doc.py`` this drawing to the classes).
@@ -53,6 +55,7 @@ __all__ = [
     "EngineUnavailable",
     "FrontMatterError",
     "HarnessError",
+    "InvalidDecision",
     "InvalidText",
     "MCPServerUnavailable",
     "MCPToolError",
@@ -178,6 +181,13 @@ class UnknownApproval(HarnessError, LookupError):
 
 class ApprovalConflict(HarnessError):
     """The approval was already decided otherwise: a decision is final."""
+
+
+class InvalidDecision(HarnessError, ValueError):
+    """A reviewer's decision that cannot be recorded; the approval can be decided again.
+
+    A kind its rule does not allow, or edited arguments the tool's schema refuses.
+    """
 
 
 class InvalidText(HarnessError, ValueError):

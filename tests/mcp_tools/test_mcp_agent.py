@@ -12,9 +12,10 @@ from typing import ClassVar
 import pytest
 from _mcp_helpers import SERVER, alive, stdio_server
 
-from _outcomes import answer
+from _outcomes import answer, waits
 from harness import HarnessAgent, Hook, RuntimeContext
-from harness.errors import ConfigError
+from harness.approvals import ReviewerDecision
+from harness.errors import ConfigError, InvalidDecision
 from harness.kernel import Event, PreReasoning
 from harness.mcp import MCPHook, MCPServerConfig
 from harness.models import ScriptedChatModel
@@ -216,3 +217,42 @@ async def test_allowed_tools_keeps_the_other_mcp_tools_out_and_unused_servers_of
         await agent.aclose()
     assert names.seen[0] == ["calc__add"]
     assert started == {"calc"}  # none of idle's tools is allowed: it never ran
+
+
+async def test_an_mcp_tools_schema_checks_the_models_call_and_a_reviewers_edit(
+    workspace: Path,
+) -> None:
+    """The server's input schema is checked here: a call that does not fit it never reaches the
+    server, and a reviewer's edit with a typo is refused when it is recorded, so the approval
+    is not used up (it once ran and failed, and the approval was gone)."""
+    model = ScriptedChatModel(
+        [
+            {"match": "^add", "tool_calls": [{"name": "calc__add", "input": {"a": "x"}}]},
+            {"match": "Error", "text": "could not add"},
+            {"match": "^echo", "tool_calls": [{"name": "calc__echo", "input": {"text": "hi"}}]},
+            {"match": "fixed", "text": "echoed"},
+        ]
+    )
+    agent = HarnessAgent(
+        model=model,
+        workspace=workspace,
+        memory=None,
+        mcp_servers=[stdio_server("calc")],
+        approvals={"calc__echo": True},
+    )
+    ctx = RuntimeContext(session_id="s")
+    try:
+        assert answer(await agent.call("add them", ctx=ctx)).text == "could not add"
+        [refused] = tool_results(model)
+        assert "required" in refused  # said by the schema, not the server
+        assert "b" in refused
+
+        [request] = waits(await agent.call("echo it", ctx=ctx)).pending
+        typo = ReviewerDecision("edit", arguments={"txt": "fixed"})
+        with pytest.raises(InvalidDecision, match="'text' is a required property"):
+            await agent.decide({request["id"]: typo}, ctx=ctx)
+        fixed = ReviewerDecision("edit", arguments={"text": "fixed", "times": 2})
+        assert answer(await agent.resume({request["id"]: fixed}, ctx=ctx)).text == "echoed"
+    finally:
+        await agent.aclose()
+    assert tool_results(model)[-1].startswith("fixed fixed")

@@ -48,8 +48,9 @@ def command(path: tuple[str, ...]) -> Any:
     return found
 
 
-def described(param: Any) -> tuple[object, ...]:
-    return (param.opts, param.secondary_opts, getattr(param, "help", None), param.default)
+def described(param: Any, without: frozenset[str] = frozenset()) -> tuple[object, ...]:
+    opts = [opt for opt in param.opts if opt not in without]
+    return (opts, param.secondary_opts, getattr(param, "help", None), param.default)
 
 
 @pytest.mark.parametrize("path", AGENT_COMMANDS, ids=" ".join)
@@ -58,7 +59,29 @@ def test_every_agent_command_takes_the_same_options(path: tuple[str, ...]) -> No
     params = {p.name: p for p in command(path).params}
 
     assert set(SHARED) <= set(params)
-    assert [described(params[name]) for name in SHARED] == [described(run[name]) for name in SHARED]
+    own = frozenset(flag for p in params.values() if p.name not in SHARED for flag in p.opts)
+    assert [described(params[name]) for name in SHARED] == [
+        described(run[name], without=own) for name in SHARED
+    ]
+
+
+def walk(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command under ``group`` with its path."""
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for name, sub in getattr(group, "commands", {}).items():
+        found += walk(sub, (*path, name)) if hasattr(sub, "commands") else [((*path, name), sub)]
+    return found
+
+
+def test_no_flag_of_any_command_means_two_things() -> None:
+    """``approvals reject -m`` once meant both --message and --model: the documented
+    ``reject ID -m "not on a Friday"`` exited 2, and with --model the reason was dropped."""
+    for path, found in walk(typer.main.get_command(app)):
+        flags = [flag for p in found.params for flag in (*p.opts, *p.secondary_opts)]
+        assert len(flags) == len(set(flags)), (path, sorted(flags))
+    reject = {p.name: p for p in command(("approvals", "reject")).params}
+    assert reject["message"].opts == ["--message", "-m"]
+    assert reject["model"].opts == ["--model"]
 
 
 def test_serve_takes_them_but_session_and_user() -> None:

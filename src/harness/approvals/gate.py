@@ -69,7 +69,7 @@ from harness.approvals.policy import (
     ReviewerDecision,
 )
 from harness.context import RuntimeContext
-from harness.errors import ApprovalConflict, UnknownApproval
+from harness.errors import ApprovalConflict, InvalidDecision, UnknownApproval
 from harness.kernel import (
     Decision,
     Defer,
@@ -132,6 +132,9 @@ class ApprovalGate:
         self.journal = journal
         self.continue_child: ContinueChild | None = None
         """Continues a subagent whose call waited, with decisions (the subagent tools')."""
+        self.tools: Callable[[str], Tool | None] | None = None
+        """The agent's tools by name: a reviewer's edited arguments are checked against the
+        tool's schema when the decision is recorded, so a typo costs no approval."""
 
     # -- what the agent asks ---------------------------------------------------------------
 
@@ -285,7 +288,8 @@ class ApprovalGate:
 
         The same decision again is harmless; another decision for one already decided is an
         :class:`ApprovalConflict`; an id the session has no request for is an
-        :class:`UnknownApproval`; a decision the rule does not allow is a ``ValueError``.
+        :class:`UnknownApproval`; a decision the rule does not allow, or edited arguments the
+        tool's schema refuses, is an :class:`~harness.errors.InvalidDecision` (a ``ValueError``).
         """
 
         def change(approvals: Approvals) -> list[Record]:
@@ -307,12 +311,38 @@ class ApprovalGate:
                 if decision.kind not in approval.request.decisions:
                     allowed = ", ".join(approval.request.decisions)
                     msg = f"approval {ident!r} allows {allowed}, not {decision.kind}"
-                    raise ValueError(msg)
+                    raise InvalidDecision(msg)
+                if decision.kind == "edit" and decision.arguments is not None:
+                    self._check_arguments(ident, approval.request, decision.arguments)
                 decided = Decided(id=ident, at=self.clock(), decision=decision, by=by)
                 added.append(decided.as_record())
             return added
 
         await self.ledger.update(key, Approvals, change)
+
+    def _check_arguments(self, ident: str, request: Requested, arguments: Any) -> None:
+        """Refuse edited arguments the tool's schema refuses (a subagent's tool is its own).
+
+        Raises:
+            InvalidDecision: They do not validate; nothing is recorded.
+        """
+        if self.tools is None or request.child_key:
+            return
+        tool = self.tools(request.tool)
+        if tool is None:
+            return
+        try:
+            tool.input_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.errors()[:3]
+            )
+            msg = (
+                f"the edited arguments of approval {ident!r} do not fit the tool "
+                f"{request.tool!r} ({problems}); nothing was recorded: edit them again"
+            )
+            raise InvalidDecision(msg) from None
 
     # -- how ------------------------------------------------------------------------------
 

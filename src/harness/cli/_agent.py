@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import inspect
 import os
+import typing
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+
+from typer.models import OptionInfo
 
 from harness.agent import HarnessAgent
 from harness.cli._common import (
@@ -98,7 +102,9 @@ def agent_command(*, per_turn: bool = True) -> Callable[[Callable[..., R]], Call
     The options take that parameter's place in the signature Typer reads (so in ``--help``),
     each with its own flag, help, default and check as :mod:`harness.cli._common` declares it;
     the command receives them as one :class:`AgentArgs`. ``per_turn=False`` leaves out
-    ``--session`` and ``--user``.
+    ``--session`` and ``--user``. A flag the command's own options use is the command's: a
+    shared option gives it up (``approvals reject -m`` is the reason, ``--model`` keeps its
+    long flag), so no flag of a command ever means two things.
     """
     shared = [entry for entry in _OPTIONS if per_turn or entry[0] not in _PER_TURN]
     names = [name for name, _, _ in shared]
@@ -106,11 +112,17 @@ def agent_command(*, per_turn: bool = True) -> Callable[[Callable[..., R]], Call
     def decorate(command: Callable[..., R]) -> Callable[..., R]:
         signature = inspect.signature(command, eval_str=True)
         [slot] = [p.name for p in signature.parameters.values() if p.annotation is AgentArgs]
+        own = {flag for p in signature.parameters.values() for flag in _flags(p.annotation)}
         parameters: list[inspect.Parameter] = []
         for parameter in signature.parameters.values():
             if parameter.name == slot:
                 parameters.extend(
-                    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+                    inspect.Parameter(
+                        name,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=d,
+                        annotation=_without_flags(a, own),
+                    )
                     for name, a, d in shared
                 )
             else:  # Typer passes every parameter by name
@@ -139,6 +151,27 @@ def agent_command(*, per_turn: bool = True) -> Callable[[Callable[..., R]], Call
         return with_agent_args
 
     return decorate
+
+
+def _option_info(annotation: Any) -> OptionInfo | None:
+    found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, OptionInfo)]
+    return found[0] if found else None
+
+
+def _flags(annotation: Any) -> set[str]:
+    """The flags an ``Annotated[..., typer.Option(...)]`` declares (none for anything else)."""
+    info = _option_info(annotation)
+    return {d for d in info.param_decls or () if d.startswith("-")} if info is not None else set()
+
+
+def _without_flags(annotation: Any, taken: set[str]) -> Any:
+    """The option declared without the flags in ``taken``."""
+    info = _option_info(annotation)
+    if info is None or not _flags(annotation) & taken:
+        return annotation
+    kept = copy.copy(info)
+    kept.param_decls = tuple(d for d in info.param_decls or () if d not in taken)
+    return Annotated[(typing.get_args(annotation)[0], kept)]
 
 
 def cli_compaction(context_window: int | None) -> CompactionConfig:

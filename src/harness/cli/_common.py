@@ -40,6 +40,7 @@ __all__ = [
     "VerboseOpt",
     "WorkspaceOpt",
     "checked_workspace",
+    "looked_in",
     "model_options",
     "not_blank",
     "one_line_errors",
@@ -443,11 +444,25 @@ def replied(outcome: Ended) -> Msg:
     return outcome.reply
 
 
-def print_pending(pending: Sequence[Mapping[str, Any]]) -> None:
-    """The approvals a turn waits for, one per line, and how to decide them (on stdout)."""
+def looked_in(workspace: Path | str, user: str | None) -> str:
+    """Where a listing looked, for the line that says it found nothing.
+
+    A newcomer who forgot ``--user`` learns what to pass instead of taking "nothing" for the
+    truth.
+    """
+    who = f"user {user!r}" if user is not None else "the shared namespace (no --user given)"
+    return f"{who} of the workspace {workspace}"
+
+
+def print_pending(pending: Sequence[Mapping[str, Any]], *, sessions: bool = False) -> None:
+    """The approvals a turn waits for, one per line, and how to decide them (on stdout).
+
+    ``sessions``: they come from several sessions; each line names its own.
+    """
     for request in pending:
         arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
-        whose = f" [subagent {request['subagent']}]" if request.get("subagent") else ""
+        whose = f" [session {request.get('session_id')}]" if sessions else ""
+        whose += f" [subagent {request['subagent']}]" if request.get("subagent") else ""
         if request.get("task_id"):
             whose += f" [background task {request['task_id']}]"
         out.print(
@@ -457,9 +472,10 @@ def print_pending(pending: Sequence[Mapping[str, Any]]) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    session = "its --session" if sessions else "the same --session"
     err.print(
         "the turn waits for approval; decide with `harness approvals approve ID` (or reject, "
-        "edit, respond) with the same --workspace, --session and --user",
+        f"edit, respond) with the same --workspace and --user, and {session}",
         highlight=False,
         soft_wrap=True,
     )

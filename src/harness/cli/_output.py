@@ -7,10 +7,14 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any, Final
 
 from rich.console import Console
 
-__all__ = ["err", "out", "prompt_shown", "setup_logging"]
+__all__ = ["PLAIN", "err", "out", "prompt_shown", "setup_logging"]
+
+PLAIN: Final[dict[str, Any]] = {"markup": False, "highlight": False, "soft_wrap": True}
+"""How text of anyone's (ids, paths, model output) is printed: as it is, whole, never markup."""
 
 out = Console()
 """Results: replies, tables, JSON."""

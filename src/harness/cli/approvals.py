@@ -25,10 +25,10 @@ from harness.approvals import (
 from harness.cli._agent import AgentArgs, agent_command, connected_engine, opened_agent
 from harness.cli._common import (
     AgentOpt,
-    SessionOpt,
     StoreOpt,
     UserOpt,
     WorkspaceOpt,
+    looked_in,
     not_blank,
     opened_workspace,
     print_pending,
@@ -37,9 +37,10 @@ from harness.cli._common import (
     valid_id,
     valid_text,
 )
-from harness.cli._output import out, setup_logging
+from harness.cli._output import PLAIN, out, setup_logging
 from harness.context import RuntimeContext
 from harness.session import SessionStore
+from harness.session.catalogue import SessionCatalogue
 from harness.subagents import TaskRepository, waiting_approvals
 from harness.tools.tasks import format_task
 
@@ -58,29 +59,48 @@ IdArg = Annotated[
 @approvals_app.command("list")
 def list_command(
     workspace: WorkspaceOpt = None,
-    session: SessionOpt = "default",
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            "-s",
+            help="Only this session's calls.",
+            callback=valid_id,
+            show_default="every session of the user",
+        ),
+    ] = None,
     user: UserOpt = None,
     store: StoreOpt = None,
     agent: AgentOpt = DEFAULT_AGENT_NAME,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """List the session's tool calls that wait for a decision."""
+    """List the tool calls that wait for a decision: every session of the user, or one."""
 
-    async def _list() -> list[dict[str, Any]]:
-        ctx = RuntimeContext(session_id=session, user_id=user)
+    async def _list() -> tuple[list[dict[str, Any]], str]:
         async with opened_workspace(workspace, store) as manager:
             gate = ApprovalGate(ApprovalPolicy(), ledger_for(manager))
             sessions, tasks = SessionStore(manager, agent), TaskRepository(manager, agent)
-            pending = await waiting_approvals(gate, sessions, tasks, ctx)
-            return [request.as_dict() for request in pending]
+            if session is not None:
+                ids = [session]
+            else:
+                listed = await SessionCatalogue(manager, agent).list(user)
+                ids = [info.id for info in listed]
+            pending = []
+            for ident in ids:
+                ctx = RuntimeContext(session_id=ident, user_id=user)
+                pending += await waiting_approvals(gate, sessions, tasks, ctx)
+            pending.sort(key=lambda request: request.requested_at)  # oldest first
+            return [request.as_dict() for request in pending], str(manager.root)
 
-    pending = run_async(_list())
+    pending, root = run_async(_list())
     if as_json:
         out.print_json(json.dumps(pending, ensure_ascii=False))
     elif pending:
-        print_pending(pending)
+        print_pending(pending, sessions=session is None)
     else:
-        out.print("No tool call waits for approval.", markup=False, highlight=False)
+        sessions = f"session {session!r}" if session is not None else "every session"
+        where = f"{sessions} of {looked_in(root, user)}"
+        out.print(f"No tool call waits for approval in {where}.", **PLAIN)
 
 
 def _decide(decision: ReviewerDecision, ident: str, given: AgentArgs) -> None:

@@ -22,7 +22,7 @@ from rich.text import Text
 from harness.agent import HarnessAgent, default_workspace
 from harness.approvals import ApprovalRule
 from harness.cli._common import checked_workspace, replied
-from harness.cli._output import out
+from harness.cli._output import PLAIN, out
 from harness.cli.trace import timeline_table, totals_line
 from harness.compaction import CompactionConfig, ToolResultEvictionConfig
 from harness.context import RuntimeContext
@@ -204,7 +204,7 @@ async def run_demo(workspace: Path | None) -> Path:
     out.rule("12. Files in the workspace")
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")):
         size = path.stat().st_size
-        out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **_PLAIN)
+        out.print(f"{size:>9,}  {path.relative_to(root).as_posix()}", **PLAIN)
     index = await asyncio.to_thread(index_file, root)
     out.print(
         f"\nThe search index is {index} (a cache: delete it and "
@@ -217,9 +217,6 @@ async def run_demo(workspace: Path | None) -> Path:
         soft_wrap=True,
     )
     return root
-
-
-_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 
 def command_line(root: Path, command: str) -> str:
@@ -288,7 +285,7 @@ async def _long_session(root: Path, script: Path, ctx: RuntimeContext) -> None:
         "  The full result is a file under large_tool_results/; the whole conversation is in "
         f"the transcript; {command_line(root, 'sessions show tour --user ada --agent guide')} "
         "lists the compaction.\n",
-        **_PLAIN,  # a command stays whole, to be copied, at any width
+        **PLAIN,  # a command stays whole, to be copied, at any width
     )
 
 
@@ -328,7 +325,7 @@ async def _delegation(root: Path, script: Path) -> None:
         f"{command_line(root, 'tasks list --user ada --agent guide')} lists its task. The new "
         "agent found the child in users/ada/agents/guide/children/delegation.json and "
         "continued its conversation with agent_send.\n",
-        **_PLAIN,
+        **PLAIN,
     )
 
 
@@ -362,12 +359,12 @@ async def _trace(root: Path) -> None:
     (call,) = summarize(records)
     out.rule("9. The trace of a call")
     out.print(timeline_table(call.call_id, records))
-    out.print(f"totals: {totals_line(call)}", **_PLAIN)
+    out.print(f"totals: {totals_line(call)}", **PLAIN)
     out.print(
         f"  Every session has one ({where}); "
         f"{command_line(root, 'trace skills --user ada --agent guide')} shows it, `--json` for "
         "scripts.\n",
-        **_PLAIN,
+        **PLAIN,
     )
 
 
@@ -457,7 +454,7 @@ async def _approval(root: Path, script: Path) -> None:
         f"From the command line: {command_line(root, 'run --approval TOOL PROMPT')}, then "
         f"{command_line(root, 'approvals list')} and {command_line(root, 'approvals approve ID')} "
         "(docs/approvals.md).\n",
-        **_PLAIN,
+        **PLAIN,
     )
 
 

@@ -35,7 +35,7 @@ from harness.cli._common import (
     text_problem,
     valid_path,
 )
-from harness.cli._output import err, out, prompt_shown, setup_logging
+from harness.cli._output import PLAIN, err, out, prompt_shown, setup_logging
 from harness.cli.approvals import approvals_app
 from harness.cli.demo import run_demo
 from harness.cli.memory import memory_app
@@ -212,7 +212,7 @@ async def _chat(
                 continue
             problem = text_problem(text)
             if problem is not None:  # bytes that are not UTF-8, or a NUL
-                err.print(f"error: that line {problem}; type it again", **_PLAIN)
+                err.print(f"error: that line {problem}; type it again", **PLAIN)
                 continue
             if text in ("/exit", "/quit"):
                 break
@@ -220,12 +220,12 @@ async def _chat(
                 name = text.removeprefix("/session").strip()
                 if name:
                     session = name
-                err.print(f"session: {session}", **_PLAIN)
+                err.print(f"session: {session}", **PLAIN)
                 continue
             if _COMMAND.fullmatch(text):  # /help, or a command that does not exist
                 known = text in ("/help", "/?")
                 err.print(
-                    CHAT_HELP if known else f"unknown command {text}; /help lists them", **_PLAIN
+                    CHAT_HELP if known else f"unknown command {text}; /help lists them", **PLAIN
                 )
                 continue
             ctx = RuntimeContext(session_id=session, user_id=user)
@@ -239,7 +239,6 @@ async def _chat(
                 err.print(f"[red]error:[/red] {message}", highlight=False)
 
 
-_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 _COMMAND: Final = re.compile(r"/(?:\?|[A-Za-z][\w-]*)")
 """A line that is one slash word is a chat command, never sent to the model (a path such as
 ``/etc/hosts is what?`` is a question)."""
@@ -320,7 +319,7 @@ async def _ask(request: Mapping[str, Any], lines: _Lines) -> ReviewerDecision:
             async with asyncio.timeout(CHAT_APPROVAL_TIMEOUT):
                 answer = await lines.next()
     except (TimeoutError, EOFError):
-        err.print("\nno answer: rejected", **_PLAIN)
+        err.print("\nno answer: rejected", **PLAIN)
         return ReviewerDecision("reject", message="nobody answered in time")
     if answer.strip().lower() in ("y", "yes"):
         return ReviewerDecision("approve")

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 import typer
 from rich.progress import Progress
@@ -24,11 +24,12 @@ from harness.cli._common import (
     UserOpt,
     VerboseOpt,
     WorkspaceOpt,
+    looked_in,
     opened_workspace,
     run_async,
     valid_text,
 )
-from harness.cli._output import err, out, setup_logging
+from harness.cli._output import PLAIN, err, out, setup_logging
 from harness.compaction import evictions_cleanup
 from harness.errors import StorageError
 from harness.memory import (
@@ -51,7 +52,6 @@ memory_app = typer.Typer(
     no_args_is_help=True,
 )
 
-PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 logger = logging.getLogger(__name__)
 
@@ -204,13 +204,13 @@ def search_command(
 ) -> None:
     """Search long-term memory as the agent's memory_search does, for one user."""
 
-    async def _search() -> list[dict[str, object]]:
+    async def _search() -> tuple[list[dict[str, object]], str]:
         async with (
             opened_workspace(workspace, store) as manager,
             _caught_up_index(manager) as (index, _),
         ):
             hits = await index.asearch(query, limit, user_id=user, snippets=not lines)
-        return [
+        found: list[dict[str, object]] = [
             {
                 "path": h.path,
                 "line_number": h.line_number,
@@ -220,13 +220,15 @@ def search_command(
             }
             for h in hits
         ]
+        return found, str(manager.root)
 
-    hits = run_async(_search())
+    hits, root = run_async(_search())
     if as_json:
         out.print_json(json.dumps(hits, ensure_ascii=False))
         return
     if not hits:
-        out.print(f"No matching memories found for: {query}", **PLAIN)
+        where = looked_in(root, user)
+        out.print(f"No matching memories found for: {query} (in {where})", **PLAIN)
         return
     table = Table("path", "lines", "content", "rank")
     table.columns[0].overflow = "fold"  # a path is shown whole, folded if it must be

@@ -19,12 +19,13 @@ from harness.cli._common import (
     StoreOpt,
     UserOpt,
     WorkspaceOpt,
+    looked_in,
     opened_workspace,
     run_async,
     shortened,
     shown_id,
 )
-from harness.cli._output import err, out
+from harness.cli._output import PLAIN, err, out
 from harness.context import RuntimeContext
 from harness.kernel import Msg
 from harness.session import MESSAGES_FILE, CompactionLog, SessionStore
@@ -37,7 +38,6 @@ sessions_app = typer.Typer(
     help="Saved sessions and their compaction records.", no_args_is_help=True
 )
 
-PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
 
 DEFAULT_SHOWN: Final = 20
 """Messages ``harness sessions show`` prints by default: the end of the conversation."""
@@ -74,20 +74,21 @@ def list_command(
 ) -> None:
     """List the user's saved sessions, most recently active first, with title and size."""
 
-    async def _list() -> list[dict[str, Any]]:
+    async def _list() -> tuple[list[dict[str, Any]], str]:
         async with opened_workspace(workspace, store) as manager:
             found = await SessionCatalogue(manager, agent).list(
                 user, limit=limit, count_messages=True
             )
-        return [info.as_dict() for info in found]
+        return [info.as_dict() for info in found], str(manager.root)
 
-    sessions = run_async(_list())
+    sessions, root = run_async(_list())
     if as_json:
         out.print_json(json.dumps(sessions, ensure_ascii=False))
         return
     whose = f"agent {agent}" + (f", user {user}" if user else "")
     if not sessions:
-        err.print(f"No saved sessions of {whose}.", **PLAIN)
+        where = looked_in(root, user)
+        err.print(f"No saved sessions of agent {agent} in {where}.", **PLAIN)
         return
     table = Table("session", "last activity", "messages", "title", title=f"Sessions of {whose}")
     for info in sessions:

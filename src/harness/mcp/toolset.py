@@ -11,8 +11,10 @@ A server that cannot start is reported once, as a warning naming it and the reas
 agent goes on without its tools: one broken server must not take the agent down.
 
 The schema comes from the server, not from a Python signature, so these tools take their
-arguments as one JSON object (a pydantic ``RootModel`` of a dict) and leave their validation to
-the server, which knows its own schema and answers with an error the model sees.
+arguments as one JSON object (a pydantic ``RootModel`` of a dict) checked against the server's
+input schema with ``jsonschema`` (which the ``mcp`` SDK depends on): the model's call and a
+reviewer's edit of it are refused here, with what is wrong, before they reach the server. A
+schema ``jsonschema`` cannot read leaves the check to the server.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import RootModel
+from pydantic import RootModel, model_validator
 
 from harness.kernel import ImageBlock, TextBlock, Tool, ToolSchema
 from harness.mcp._connection import MCPConnection, MCPServerUnavailable, MCPToolError
@@ -43,6 +45,35 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 class _Arguments(RootModel[dict[str, Any]]):
     """Any JSON object: an MCP tool's arguments, checked by its server."""
+
+
+def _arguments_for(schema: dict[str, Any]) -> type[_Arguments]:
+    """The arguments of a tool with this input schema: a JSON object the schema accepts."""
+    # Here, not at the top: jsonschema comes with the mcp extra, as MCP tools do.
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+    checker = validator_for(schema, default=Draft202012Validator)
+    try:
+        checker.check_schema(schema)
+    except SchemaError:
+        return _Arguments  # a schema jsonschema cannot read: the server checks
+    validator = checker(schema)
+
+    class Arguments(_Arguments):
+        @model_validator(mode="after")
+        def _fits(self) -> Arguments:
+            errors = sorted(validator.iter_errors(self.root), key=lambda e: list(e.path))[:3]
+            if errors:
+                said = "; ".join(
+                    f"{'.'.join(str(p) for p in error.path) or 'arguments'}: {error.message}"
+                    for error in errors
+                )
+                raise ValueError(said)
+            return self
+
+    return Arguments
 
 
 class MCPToolset:
@@ -153,7 +184,7 @@ def mcp_tool(connection: MCPConnection, listed: MCPTool) -> Tool:
     call.__name__ = call.__qualname__ = name
     parameters = _parameters(listed.input_schema)
     schema = ToolSchema(name=name, description=description, parameters=parameters)
-    return Tool(name, description, call, _Arguments, schema, None)
+    return Tool(name, description, call, _arguments_for(parameters), schema, None)
 
 
 def render_result(

@@ -24,7 +24,7 @@ from harness.approvals import (
     ReviewerDecision,
     requires_approval,
 )
-from harness.errors import ApprovalConflict, UnknownApproval
+from harness.errors import ApprovalConflict, InvalidDecision, UnknownApproval
 from harness.models import ScriptedChatModel
 
 CTX = RuntimeContext(session_id="s1", user_id="ann")
@@ -124,7 +124,6 @@ async def test_reject_respond_and_edit_do_what_they_say(workspace: Path, witness
         "reject": ReviewerDecision("reject", message="not on a Friday"),
         "respond": ReviewerDecision("respond", message="prod is frozen; use staging"),
         "edit": ReviewerDecision("edit", arguments={"target": "staging"}),
-        "bad-edit": ReviewerDecision("edit", arguments={"target": 7}),
     }.items():
         root = workspace / kind
         [request] = await pause(make(root, witness))
@@ -143,10 +142,27 @@ async def test_reject_respond_and_edit_do_what_they_say(workspace: Path, witness
         "deployed staging\n\n[run with arguments a reviewer edited]",
         False,
     )
-    assert outcomes["bad-edit"][1] is True
-    assert "do not validate" in outcomes["bad-edit"][0]
     assert witness.runs().count("deploy:staging") == 1
     assert "deploy:prod" not in witness.runs()
+
+
+async def test_an_edit_the_tool_would_refuse_is_refused_and_the_approval_still_waits(
+    workspace: Path, witness: Witness
+) -> None:
+    """Checked when recorded: a typo once used up the approval (the call was refused when it
+    was about to run, and the reviewer could not decide again)."""
+    [request] = await pause(make(workspace, witness))
+    agent = make(workspace, witness)
+    try:
+        bad = ReviewerDecision("edit", arguments={"target": 7})
+        with pytest.raises(InvalidDecision, match="target: Input should be a valid string"):
+            await agent.decide({request["id"]: bad}, ctx=CTX)
+        assert [p.id for p in await agent.pending_approvals(CTX)] == [request["id"]]
+    finally:
+        await agent.aclose()
+    good = ReviewerDecision("edit", arguments={"target": "staging"})
+    assert await resume(workspace, witness, {request["id"]: good}) == "done"
+    assert witness.runs().count("deploy:staging") == 1
 
 
 async def test_a_decision_is_final_and_bound_to_its_session(

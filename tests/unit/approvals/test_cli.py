@@ -154,3 +154,37 @@ def test_a_background_tasks_call_is_listed_and_approve_continues_the_task(
     assert "status: completed" in output
     assert (workspace / "out.txt").read_text() == "x"
     assert pending(workspace) == []
+
+
+def test_list_finds_every_sessions_calls_and_reject_takes_its_reason_by_m(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """``approvals list`` looked in the session "default" alone, without saying so; and
+    ``reject ID -m "why"`` exited 2, since -m was --model too."""
+    model = script(tmp_path)
+    for session in ("s1", "s2"):
+        argv = ["run", "-w", str(workspace), "-s", session, "--model", model]
+        code, output = invoke(*argv, "--approval", "write_file", "clean up")
+        assert code == 3, output
+
+    code, listed = invoke("approvals", "list", "-w", str(workspace))
+    assert code == 0, listed
+    assert "[session s1]" in listed
+    assert "[session s2]" in listed
+    [first, second] = pending(workspace)
+    assert [first["session_id"], second["session_id"]] == ["s1", "s2"]
+    code, output = invoke("approvals", "list", "-w", str(workspace), "-s", "s9")
+    assert code == 0, output
+    assert "in session 's9' of the shared namespace (no --user given)" in output
+
+    code, output = invoke(
+        "approvals", "reject", str(first["id"]), "-w", str(workspace), "-s", "s1",
+        "-m", "not on a Friday", "--model", model,
+    )  # fmt: skip
+    assert code == 0, output
+    ledger = json.dumps(
+        [json.loads(line) for path in workspace.parent.rglob("*.jsonl") for line in
+         path.read_text().splitlines() if "not on a Friday" in line]
+    )  # fmt: skip
+    assert "not on a Friday" in ledger
+    assert [request["session_id"] for request in pending(workspace)] == ["s2"]
