@@ -38,7 +38,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -102,6 +102,12 @@ class _Script(BaseModel):
     log: str | None = None
 
 
+WORKSPACE_NOTE: Final = "workspace_update"
+"""The name of the harness's note that a memory file changed: it follows the message that was
+last when the change was seen, often a tool result, and is no part of what a turn answers, so
+``match`` looks at the message before it."""
+
+
 def request_text(message: Msg) -> str:
     """The text a turn's ``match`` is searched in: text blocks and tool-result outputs."""
     parts = [message.text]
@@ -153,7 +159,8 @@ class ScriptedChatModel:
         return self.name
 
     def _pick(self, messages: Sequence[Msg]) -> ScriptTurn:
-        last = request_text(messages[-1]) if messages else ""
+        asked = [m for m in messages if m.name != WORKSPACE_NOTE] or list(messages)
+        last = request_text(asked[-1]) if asked else ""
         for index, turn in enumerate(self.turns):
             assert isinstance(turn, ScriptTurn)
             if (turn.repeat or index not in self._used) and turn.fits(last):

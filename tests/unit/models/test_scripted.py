@@ -83,6 +83,17 @@ async def test_match_is_searched_in_tool_results() -> None:
     assert second.content == [TextBlock(text="listed")]
 
 
+async def test_a_workspace_note_after_the_last_message_is_not_what_match_looks_at() -> None:
+    """A consolidation in the background adds a ``<workspace_update>`` note right after a tool
+    result; a script matching the result once missed it and stopped the turn."""
+    model = ScriptedChatModel([{"match": r"^\d+ degrees$", "text": "warm"}])
+    note = Msg(role="user", name="workspace_update", content="<workspace_update>MEMORY.md changed")
+
+    reply = await answer(model, user("check"), tool_msg("21 degrees"), note)
+
+    assert reply.content == [TextBlock(text="warm")]
+
+
 async def test_match_uses_the_regex_flags_given() -> None:
     model = ScriptedChatModel([{"match": "(?i)thanks", "text": "You're welcome!"}])
 
