@@ -25,7 +25,7 @@ import httpx2
 import openai
 import pytest
 from _served import Served, scripted_agent, serve_process, served
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
@@ -345,7 +345,8 @@ def preflight(api: httpx2.Client, origin: str, method: str = "POST") -> httpx2.R
         headers={
             "Origin": origin,
             "Access-Control-Request-Method": method,
-            "Access-Control-Request-Headers": "authorization,content-type,x-harness-session",
+            "Access-Control-Request-Headers": "authorization,content-type,x-harness-session,"
+            "last-event-id",
         },
     )
 
@@ -373,6 +374,54 @@ def test_a_listed_origin_gets_a_preflight_and_its_answer(cors: Served) -> None:
     assert reply.headers["access-control-allow-origin"] == ORIGIN
     assert reply.headers["access-control-expose-headers"] == "X-Harness-Session"
     assert listing.headers["access-control-allow-origin"] == ORIGIN
+
+
+_HEADER = st.from_regex(r"[a-z][a-z0-9-]{0,30}", fullmatch=True)
+STAINLESS = [
+    "x-stainless-os",
+    "x-stainless-lang",
+    "x-stainless-arch",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-package-version",
+    "x-stainless-retry-count",
+    "x-stainless-timeout",
+]
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(asked=st.lists(st.one_of(st.sampled_from(STAINLESS), _HEADER), min_size=1, max_size=8))
+def test_a_listed_origins_preflight_grants_the_headers_its_client_sends(
+    cors: Served, asked: list[str]
+) -> None:
+    """The official openai JS SDK's preflight asks for its x-stainless-* headers: a listed page
+    using it got 400 "Disallowed CORS headers" and could not reach the server."""
+    requested = ",".join(["authorization", "content-type", *asked])
+    with httpx2.Client(base_url=cors.url, timeout=20) as api:
+        granted = api.options(
+            "/v1/chat/completions",
+            headers={
+                "Origin": ORIGIN,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": requested,
+            },
+        )
+        denied = api.options(
+            "/v1/chat/completions",
+            headers={
+                "Origin": "http://evil.example.test:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": requested,
+            },
+        )
+    assert granted.status_code == 200, granted.text
+    allowed = {
+        h.strip() for h in granted.headers["access-control-allow-headers"].lower().split(",")
+    }
+    assert set(requested.split(",")) <= allowed
+    assert denied.status_code == 403
 
 
 def test_an_unlisted_origin_is_refused_before_and_after_its_preflight(cors: Served) -> None:

@@ -193,7 +193,10 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
             CORSMiddleware,
             allow_origins=list(config.cors_origins),
             allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "X-Harness-Session", "Last-Event-ID"],
+            # Whatever headers a listed page's client sends: the official SDKs add their own
+            # (the openai JS SDK's x-stainless-*, a retry count, a timeout), which change from
+            # one release to the next, and none of them grants anything here.
+            allow_headers=["*"],
             expose_headers=["X-Harness-Session"],
             allow_credentials=False,  # keys travel in Authorization; no cookie means anything
         )
