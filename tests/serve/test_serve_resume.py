@@ -8,6 +8,7 @@ are real uvicorn servers on loopback.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,6 +126,9 @@ async def test_a_turn_not_detached_stops_when_its_client_leaves(server: Served) 
         assert (await api.get("/v1/sessions/leave")).json()["running"] is False
         rest = await read_rest(api, "leave", None)  # the log of the stopped turn, whole
         assert "turn.completed" not in [name for _, name, _ in rest]
+        # It says how it ended (it once replayed turn.started, then nothing).
+        (_, last, data) = rest[-1]
+        assert (last, json.loads(data)["reason"]) == ("turn.cancelled", "client_left")
         history = (await api.get("/v1/sessions/leave")).json()["messages"]
         assert SLOW_REPLY not in [m["text"] for m in history]
 
@@ -147,7 +151,10 @@ async def test_the_cancel_route_stops_a_running_turn_and_says_it_stopped(server:
         assert answer.status_code == 200
         assert answer.json()["cancelled"] is True
         rest = await read_rest(api, "stop", first[-1][0])
-        assert [name for _, name, _ in rest][-1] == "turn.cancelled"
+        assert [(name, json.loads(data).get("reason")) for _, name, data in rest][-1] == (
+            "turn.cancelled",
+            "stopped",
+        )
         again = await api.post("/v1/sessions/stop/cancel")
         assert again.json()["cancelled"] is False  # nothing runs any more
         history = (await api.get("/v1/sessions/stop")).json()["messages"]

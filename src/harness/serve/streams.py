@@ -141,6 +141,8 @@ class TurnStream:
         self._engine = streams.engine
         self._wake = asyncio.Event()
         self._stopping = False
+        self._left = False
+        """The response closed before the turn ended: its client left (not detached)."""
         self._log: TurnLogWriter | None = None
         self._pump = asyncio.create_task(self._run(text), name=f"turn-{self.id[:8]}")
         streams.running.add(self)
@@ -181,8 +183,12 @@ class TurnStream:
                         )
                     self._add(event)
         except asyncio.CancelledError:
-            if self._stopping and self.emitted and self._engine is None:
-                self._add(("turn.cancelled", {"session_id": self.ctx.session_id}))
+            # Stopped, or its client left: the log says so, so a client that re-attaches (or
+            # another tab) can tell how the turn ended. A worker shutting down says nothing:
+            # the turn's steps are the session's, and it may go on elsewhere.
+            why = "stopped" if self._stopping else "client_left" if self._left else None
+            if why is not None and self.emitted and self._engine is None:
+                self._add(("turn.cancelled", {"session_id": self.ctx.session_id, "reason": why}))
             raise
         except SessionBusy:
             raise
@@ -273,6 +279,7 @@ class TurnStream:
         if not self.detach and not self._pump.done():
             if self._engine is not None and self.emitted:
                 await self._engine.cancel(self.ctx)
+            self._left = True
             await cancel_and_wait(self._pump)
 
     async def wait(self) -> None:
