@@ -263,8 +263,12 @@ class TurnFailed(HarnessError):
 class RequestRefused(HarnessError):
     """A served request refused: an HTTP ``status``, a stable ``code`` and what to do instead."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
+        """Seconds after which the same request may succeed (``Retry-After``), if known."""

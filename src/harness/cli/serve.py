@@ -66,6 +66,11 @@ class ServeOptions:
     metrics_open: bool = False
     engine: str | None = None
     verbose: bool = False
+    limit_requests: int | None = None
+    limit_turns: int | None = None
+    limit_tokens: int | None = None
+    limit_cost: float | None = None
+    prices: str | None = None
 
 
 def _agent_args(options: ServeOptions) -> AgentArgs:
@@ -100,9 +105,26 @@ def _app(options: ServeOptions) -> Any:
         ),
         cors_origins=tuple(options.cors_origins),
         metrics_open=options.metrics_open,
+        limits=_limits(options),
         engine=options.engine,
     )
     return create_app(lambda: opened_agent(given), config)
+
+
+def _limits(options: ServeOptions) -> Any:
+    """The per-user limits the options set; None when they set none."""
+    from harness.serve.limits import UserLimits, load_prices
+
+    given = (options.limit_requests, options.limit_turns, options.limit_tokens, options.limit_cost)
+    if all(value is None for value in given) and options.prices is None:
+        return None
+    return UserLimits(
+        requests_per_minute=options.limit_requests,
+        concurrent_turns=options.limit_turns,
+        tokens_per_day=options.limit_tokens,
+        cost_per_day=options.limit_cost,
+        prices=load_prices(Path(options.prices)) if options.prices else {},
+    )
 
 
 def worker_app() -> Any:
@@ -225,6 +247,39 @@ def serve_command(
             help="Answer GET /metrics without a key (a scraper on a trusted network).",
         ),
     ] = False,
+    limit_requests: Annotated[
+        int | None,
+        typer.Option(
+            "--limit-requests", min=1, metavar="N", help="Requests per minute a user may make."
+        ),
+    ] = None,
+    limit_turns: Annotated[
+        int | None,
+        typer.Option("--limit-turns", min=1, metavar="N", help="Turns a user may run at once."),
+    ] = None,
+    limit_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--limit-tokens", min=1, metavar="N", help="Model tokens a user may use a day (UTC)."
+        ),
+    ] = None,
+    limit_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--limit-cost",
+            min=0.000001,
+            metavar="AMOUNT",
+            help="What a user may spend a day, at the prices of --prices.",
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            metavar="FILE",
+            help='Price table, JSON: {"<model>": {"input": ..., "output": ...}} per million.',
+        ),
+    ] = None,
 ) -> None:
     """Serve the agent over HTTP: OpenAI-compatible API, streaming events API, web page at /."""
     setup_logging(given.verbose)
@@ -245,6 +300,11 @@ def serve_command(
         metrics_open=metrics_open,
         engine=given.engine,
         verbose=given.verbose,
+        limit_requests=limit_requests,
+        limit_turns=limit_turns,
+        limit_tokens=limit_tokens,
+        limit_cost=limit_cost,
+        prices=str(prices) if prices else None,
     )
     try:
         with one_line_errors():

@@ -9,6 +9,7 @@ from harness.serve.app import AgentOpener, create_app
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.events import MAX_TOOL_OUTPUT_CHARS
 from harness.serve.keys import KEYS_ENV, ApiKeys, add_key, digest, new_key
+from harness.serve.limits import Price, UserLimits
 from harness.serve.openai_api import SESSION_HEADER
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "SESSION_HEADER",
     "AgentOpener",
     "ApiKeys",
+    "Price",
     "ServeConfig",
+    "UserLimits",
     "add_key",
     "create_app",
     "digest",

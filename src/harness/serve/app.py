@@ -42,6 +42,7 @@ from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.events import error_code
 from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, json_body
+from harness.serve.limits import Limiter
 from harness.serve.openai_api import ChatRequest, openai_router
 from harness.serve.responses_api import ResponsesRequest, responses_router
 from harness.serve.state import ServeState
@@ -97,7 +98,8 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
             )
             turns = Turns(served, config)
             engine = await _engine(stack, turns, config) if config.engine else None
-            state = ServeState(TurnStreams(turns, engine), config)
+            limiter = Limiter(config.limits, served.workspace) if config.limits else None
+            state = ServeState(TurnStreams(turns, engine, limiter), config)
             stack.push_async_callback(state.streams.aclose)  # before the agent closes
             app.include_router(openai_router(state))
             app.include_router(responses_router(state))
@@ -144,7 +146,7 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
 
     @app.exception_handler(RequestRefused)
     async def refused(request: Request, exc: RequestRefused) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.exception_handler(HarnessError)
     async def failed(request: Request, exc: HarnessError) -> JSONResponse:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from harness.errors import ConfigError
 from harness.serve.keys import ApiKeys
+
+if TYPE_CHECKING:
+    from harness.serve.limits import UserLimits
 
 __all__ = ["DEFAULT_SERVE", "ServeConfig", "host_name", "web_origin"]
 
@@ -108,6 +111,8 @@ class ServeConfig:
             Every other page stays refused. Checked and normalized here (:func:`web_origin`).
         metrics_open: ``GET /metrics`` answers without a key (for a scraper on a private
             network); by default it needs any valid key on a keyed server.
+        limits: What each user (each key) may use: requests per minute, turns at once,
+            tokens and cost a day (:mod:`harness.serve.limits`). None: no limits.
         engine: A durable engine, ``temporal://HOST:PORT[/NAMESPACE][?task_queue=Q]``: each
             turn runs as a workflow that any server of the engine's queue continues when its
             own dies (:mod:`harness.serve.engine`, ``docs/durable-execution.md``); the served
@@ -127,6 +132,7 @@ class ServeConfig:
     allowed_hosts: tuple[str, ...] | None = None
     cors_origins: tuple[str, ...] = ()
     metrics_open: bool = False
+    limits: UserLimits | None = None
     engine: str | None = None
 
     def __post_init__(self) -> None:

@@ -39,10 +39,14 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 _BEARER: Final = "bearer "
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, *, retry_after: int | None = None
+) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = {"error": {"message": message, "type": kind, "code": code}}
-    headers = {"Retry-After": "1"} if code == "session_busy" else None
+    if retry_after is None and code == "session_busy":
+        retry_after = 1
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -40,12 +40,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "CONTENT_TYPE",
+    "LIMITS",
     "MULTIPROC_ENV",
     "OUTCOMES",
     "TURN_METRICS",
     "HttpMetrics",
     "TurnMetrics",
     "TurnTracker",
+    "count_limited",
     "metrics_text",
     "worker_stopped",
 ]
@@ -104,8 +106,24 @@ _requests = Counter(
     ["method", "status"],
     registry=_REGISTRY,
 )
+_limited = Counter(
+    "harness_limited_total",
+    "Requests refused by a per-user limit, by the limit (harness.serve.limits).",
+    ["limit"],
+    registry=_REGISTRY,
+)
+LIMITS: Final = ("rate_limited", "too_many_turns", "token_limit", "cost_limit")
 for _outcome in OUTCOMES:
     _turns.labels(_outcome)
+for _limit in LIMITS:
+    _limited.labels(_limit)
+
+
+def count_limited(limit: str) -> None:
+    """Count a request a per-user limit refused."""
+    _limited.labels(limit if limit in LIMITS else "other").inc()
+
+
 for _kind in ("input", "output"):
     _tokens.labels(_kind)
 

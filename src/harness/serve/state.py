@@ -37,9 +37,15 @@ class ServeState:
         return self.streams.turns
 
     def authenticate(self, request: Request) -> str | None:
-        """The caller's user (see :func:`~harness.serve.http.caller`), noted for the log."""
+        """The caller's user (see :func:`~harness.serve.http.caller`), noted for the log.
+
+        Every route that serves a user calls it, so it counts the user's requests too
+        (:meth:`~harness.serve.limits.Limiter.admit_request`: 429 past the minute's limit).
+        """
         user = caller(request, self.config)
         request.scope.setdefault("state", {})["user"] = user
+        if self.streams.limiter is not None:
+            self.streams.limiter.admit_request(user)
         return user
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:

@@ -27,11 +27,19 @@ from harness.context import RuntimeContext
 from harness.errors import RequestRefused, SessionBusy
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve.metrics import TURN_METRICS
-from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, CancelWatch, TurnLogWriter, event_id
+from harness.serve.turn_log import (
+    CANCEL_FILE,
+    ENDINGS,
+    TURN_LOG,
+    CancelWatch,
+    TurnLogWriter,
+    event_id,
+)
 from harness.serve.turns import TurnEvent, Turns
 
 if TYPE_CHECKING:
     from harness.serve.engine import EngineTurns
+    from harness.serve.limits import Limiter
 
 __all__ = ["IdentifiedEvent", "TurnStream", "TurnStreams"]
 
@@ -44,10 +52,14 @@ logger = logging.getLogger("harness.serve")
 class TurnStreams:
     """The turns this process runs, each a :class:`TurnStream`: the one place a turn starts."""
 
-    def __init__(self, turns: Turns, engine: EngineTurns | None = None) -> None:
+    def __init__(
+        self, turns: Turns, engine: EngineTurns | None = None, limiter: Limiter | None = None
+    ) -> None:
         self.turns = turns
         self.engine = engine
         """The durable engine the turns run on (:mod:`harness.serve.engine`); None: here."""
+        self.limiter = limiter
+        """The per-user limits (:mod:`harness.serve.limits`); None: none."""
         self.live: dict[str, TurnStream] = {}
         """The turns this process runs, by session directory: what a reconnect reads first."""
         self.running: set[TurnStream] = set()
@@ -70,6 +82,9 @@ class TurnStreams:
         if text is not None:
             text = self._checked_input(text)
             await self._refuse_while_waiting(ctx)
+        if self.limiter is not None:
+            mine = sum(not t.done and t.ctx.user_id == ctx.user_id for t in self.running)
+            await self.limiter.admit_turn(ctx.user_id, mine)
         turn = TurnStream(self, ctx, text, detach)
         try:
             await turn.started()
@@ -143,6 +158,9 @@ class TurnStream:
         self._stopping = False
         self._left = False
         """The response closed before the turn ended: its client left (not detached)."""
+        self._steps: list[Mapping[str, Any]] = []
+        """The ``step.completed`` payloads: what the turn is charged (its tokens, its cost)."""
+        self._charged = 0
         self._log: TurnLogWriter | None = None
         self._pump = asyncio.create_task(self._run(text), name=f"turn-{self.id[:8]}")
         streams.running.add(self)
@@ -160,6 +178,8 @@ class TurnStream:
             self._streams.live[self.directory] = self
         if self._log is not None:
             self._log.add(len(self.emitted), *event)
+        if event[0] == "step.completed":
+            self._steps.append(event[1])
         self.emitted.append(event)
         self._wake.set()
         self._wake = asyncio.Event()
@@ -174,6 +194,8 @@ class TurnStream:
             )
             async with contextlib.aclosing(turn) as events:
                 async for event in events:
+                    if event[0] in ENDINGS:  # charged before anyone reads that it ended
+                        await self._charge()
                     if watch is None and self._engine is None:
                         watch = CancelWatch(
                             self._turns.agent.workspace,
@@ -200,12 +222,24 @@ class TurnStream:
         finally:
             self.done = True
             self._wake.set()
+            await self._charge()  # however the turn ended: what its steps spent is spent
             if watch is not None:
                 await watch.aclose()
             if self._log is not None:
                 await self._log.close()
             if self._streams.live.get(self.directory) is self:
                 del self._streams.live[self.directory]
+
+    async def _charge(self) -> None:
+        """Charge the user what the turn's steps spent since the last charge (limits)."""
+        limiter, steps = self._streams.limiter, self._steps[self._charged :]
+        if limiter is None or not steps:
+            return
+        self._charged += len(steps)
+        try:
+            await limiter.charge(self.ctx.user_id, steps)
+        except Exception:
+            logger.exception("charging a turn's usage to %r failed", self.ctx.user_id)
 
     async def started(self) -> None:
         """Wait for ``turn.started``.
