@@ -150,17 +150,56 @@ async def test_a_session_continues_across_requests_without_the_history(
     assert [m.text for m in model.requests[-1] if m.role == "user"][-2:] == ["one", "two"]
 
 
-async def test_requests_without_a_session_continue_the_default_one(
+async def test_stateless_clients_each_continue_a_session_of_their_own(
     server: Served, workspace: Path
 ) -> None:
+    """Two chat UIs that send their whole history and no session id, with the same first words
+    (and so the same first answer): each continues its own session, nothing is kept twice.
+    Without an id, every chat once landed in "default": one held 22 messages of many."""
+    histories: dict[str, list[dict[str, str]]] = {
+        who: [{"role": "user", "content": "hi"}] for who in ("ann", "bob")
+    }
+    sessions: dict[str, set[str]] = {"ann": set(), "bob": set()}
     async with client(server) as api:
-        for text in ("a", "b"):
-            await api.chat.completions.create(
-                model="harness", messages=[{"role": "user", "content": text}]
-            )
-    assert [text for role, text in await saved(workspace, "default") if role == "user"] == [
-        "a",
-        "b",
+        for round in range(3):
+            for who, history in histories.items():
+                raw = await api.chat.completions.with_raw_response.create(
+                    model="harness",
+                    messages=history,  # type: ignore[arg-type]
+                )
+                sessions[who].add(raw.headers["X-Harness-Session"])
+                reply = raw.parse().choices[0].message.content or ""
+                history += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": f"{who} says {round}"},
+                ]
+    [ann], [bob] = sessions["ann"], sessions["bob"]
+    assert ann != bob
+    for who, session in (("ann", ann), ("bob", bob)):
+        said = [text for role, text in await saved(workspace, session) if role == "user"]
+        assert said == ["hi", f"{who} says 0", f"{who} says 1"]
+
+
+async def test_a_history_from_elsewhere_starts_a_session_that_keeps_it(
+    server: Served, workspace: Path
+) -> None:
+    """A client that brings a conversation the server never saw loses none of it."""
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": "Hello Ada."},
+        {"role": "user", "content": "what is my name?"},
+    ]
+    async with client(server) as api:
+        raw = await api.chat.completions.with_raw_response.create(
+            model="harness",
+            messages=history,  # type: ignore[arg-type]
+        )
+    kept = await saved(workspace, raw.headers["X-Harness-Session"])
+    assert kept[:3] == [
+        ("user", "my name is Ada"),
+        ("assistant", "Hello Ada."),
+        ("user", "what is my name?"),
     ]
 
 

@@ -522,3 +522,29 @@ async def test_langchain_talks_to_chat_completions(server: Served) -> None:
         "hi",
         "again",
     ]
+
+
+async def test_a_client_that_resends_its_input_items_continues_its_session(
+    server: Served,
+) -> None:
+    """Without previous_response_id, each request once started a session of its own and
+    dropped the history the client resent; now the history names the session it continues."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    sessions: set[str] = set()
+    async with client(server) as api:
+        for said in ("and then?", "thanks"):
+            raw = await api.responses.with_raw_response.create(
+                model="harness",
+                input=items,  # type: ignore[arg-type]
+            )
+            sessions.add(raw.headers[SESSION_HEADER])
+            reply = raw.parse().output_text
+            items += [
+                {"role": "assistant", "content": [{"type": "output_text", "text": reply}]},
+                {"role": "user", "content": said},
+            ]
+    [session] = sessions
+    assert [text for role, text in await history(server, session) if role == "user"] == [
+        "hi",
+        "and then?",
+    ]

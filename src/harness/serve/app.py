@@ -39,6 +39,7 @@ from harness.serve.api import (
     native_router,
 )
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
+from harness.serve.conversations import Conversations
 from harness.serve.events import error_code
 from harness.serve.guard import RequestGuard
 from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, json_body
@@ -99,7 +100,9 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
             turns = Turns(served, config)
             engine = await _engine(stack, turns, config) if config.engine else None
             limiter = Limiter(config.limits, served.workspace) if config.limits else None
-            state = ServeState(TurnStreams(turns, engine, limiter), config)
+            state = ServeState(
+                TurnStreams(turns, engine, limiter), config, Conversations(served.workspace)
+            )
             stack.push_async_callback(state.streams.aclose)  # before the agent closes
             app.include_router(openai_router(state))
             app.include_router(responses_router(state))

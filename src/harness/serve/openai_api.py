@@ -4,10 +4,13 @@ Any OpenAI client can talk to the agent. What differs from a plain model, and wh
 
 - ``model`` names the agent (``GET /v1/models`` lists it): the agent chooses its model.
 - The conversation is the harness's session, named by the ``X-Harness-Session`` header or
-  ``metadata.session_id`` (``default`` without either). Most clients resend the whole history
-  with every request; the session already has it, so only the *new turn* is taken: the user
-  messages after the last assistant message of the request. Earlier messages are never added
-  again, and a client cannot rewrite what the session holds by sending another history.
+  ``metadata.session_id``. Most clients resend the whole history with every request and name
+  no session: then the history names it (:mod:`harness.serve.conversations`: the session a
+  turn left with that history, else a new one that keeps it), and the response's
+  ``X-Harness-Session`` says which. The session already has the history, so only the *new
+  turn* is taken: the user messages after the last assistant message of the request. Earlier
+  messages are never added again, and a client cannot rewrite what the session holds by
+  sending another history.
 - System and developer messages of the request are ignored: the agent's instructions are the
   operator's (its prompt, AGENTS.md), not the caller's.
 - Tools run inside the harness; the client sees the answer. Streamed, it sees the text as it
@@ -25,8 +28,10 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTasks
 
 from harness.errors import RequestRefused
+from harness.serve.conversations import Said, resent_session
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.state import ServeState, until_disconnected
@@ -97,6 +102,31 @@ def new_turn(messages: list[_ChatMessage]) -> str:
     return text
 
 
+def resent(messages: list[_ChatMessage]) -> list[Said]:
+    """The history a request resends: its user and assistant texts to its last assistant one.
+
+    System and developer messages are the operator's business, not history.
+    """
+    last_assistant = max(
+        (i for i, message in enumerate(messages) if message.role == "assistant"), default=-1
+    )
+    said: list[Said] = []
+    for message in messages[: last_assistant + 1]:
+        if message.role in ("user", "assistant"):
+            content = message.content
+            parts = (
+                [content]
+                if isinstance(content, str)
+                else [
+                    str(part.get("text", ""))
+                    for part in content or []
+                    if part.get("type") == "text"
+                ]
+            )
+            said.append(("user" if message.role == "user" else "assistant", "".join(parts)))
+    return said
+
+
 def served_model(asked: str, name: str) -> None:
     """404 ``model_not_found`` unless ``asked`` names the served agent: the one model here."""
     if asked != name:
@@ -129,22 +159,32 @@ def openai_router(state: ServeState) -> APIRouter:
         user = state.authenticate(request)
         body = await read_body(request, ChatRequest, state.config)
         served_model(body.model, name)
-        session = request.headers.get(SESSION_HEADER) or str(
-            (body.metadata or {}).get("session_id") or "default"
-        )
+        text = new_turn(body.messages)
+        named = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get("session_id")
+        history = [] if named else resent(body.messages)
+        found = await state.conversations.continued(user, history) if not named else None
+        session, fresh = (str(named), False) if named else resent_session(found, "chat")
         ctx = state.context(user, session)
-        turn = await state.streams.start(ctx, new_turn(body.messages))
+        if not named:
+            await state.conversations.start(state.streams, ctx, history, fresh)
+        turn = await state.streams.start(ctx, text)
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage)
         headers = {SESSION_HEADER: session}
+        after = BackgroundTasks()
+        if not named:  # where this history now leads, for the client's next request
+            after.add_task(state.conversations.remember, turn, history, text)
         if body.stream:
+            after.tasks.insert(0, turn.closing())
             return StreamingResponse(
                 completion.chunks(turn),
                 media_type="text/event-stream",
                 headers=headers,
-                background=turn.closing(),
+                background=after,
             )
-        return await completion.whole(turn, request, headers)
+        response = await completion.whole(turn, request, headers)
+        response.background = after
+        return response
 
     return router
 

@@ -8,9 +8,11 @@ completions, :mod:`harness.serve.openai_api`):
 - ``model`` names the agent: the agent chooses its model.
 - The conversation is the harness's session. ``conversation`` (an id, or ``{"id": ...}``) or the
   ``X-Harness-Session`` header names it; ``previous_response_id`` continues the session the
-  response belongs to; without any of them each request starts a session of its own, which
-  its response's id then continues. Only the *new turn* of ``input`` is taken (its user
-  messages after its last assistant item): the session already holds what came before.
+  response belongs to; without any of them the input's resent history names it
+  (:mod:`harness.serve.conversations`: the session a turn left with that history, else a new
+  one that keeps it), and its response's id then continues it. Only the *new turn* of
+  ``input`` is taken (its user messages after its last assistant item): the session already
+  holds what came before.
 - ``instructions``, system and developer messages, ``tools``, ``temperature``, ``store`` and the
   other options are accepted and ignored: the agent's instructions and tools are the
   operator's, and the session keeps every turn whatever ``store`` says.
@@ -40,9 +42,11 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.background import BackgroundTasks
 
 from harness.context import RuntimeContext
 from harness.errors import RequestRefused
+from harness.serve.conversations import Said, resent_session
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.openai_api import SESSION_HEADER, served_model, waiting_text
@@ -129,6 +133,30 @@ def new_input(given: str | list[dict[str, Any]] | None) -> str:
     return text
 
 
+def resent_items(given: str | list[dict[str, Any]] | None) -> list[Said]:
+    """The history an input resends: its user and assistant messages to its last model item.
+
+    Only their text counts (an assistant message's ``output_text`` parts, a user's
+    ``input_text``); tool calls and other items are the harness's own business.
+    """
+    if not isinstance(given, list):
+        return []
+    last_model = max((i for i, item in enumerate(given) if _from_model(item)), default=-1)
+    said: list[Said] = []
+    for item in given[: last_model + 1]:
+        role = item.get("role")
+        if item.get("type", "message") != "message" or role not in ("user", "assistant"):
+            continue
+        content = item.get("content")
+        parts = (
+            [content]
+            if isinstance(content, str)
+            else [str(p.get("text", "")) for p in content or [] if isinstance(p, dict)]
+        )
+        said.append(("user" if role == "user" else "assistant", "".join(parts)))
+    return said
+
+
 def _from_model(item: Mapping[str, Any]) -> bool:
     kind = item.get("type", "message")
     if kind == "message":
@@ -159,27 +187,36 @@ def responses_router(state: ServeState) -> APIRouter:
         user = state.authenticate(request)
         body = await read_body(request, ResponsesRequest, state.config)
         served_model(body.model, name)
-        session = _session(request, body)
+        text = new_input(body.input)
+        named = _session(request, body)
+        history = [] if named else resent_items(body.input)
+        found = await state.conversations.continued(user, history) if not named else None
+        session, fresh = (named, False) if named else resent_session(found, "resp")
         ctx = state.context(user, session)
         if body.previous_response_id is not None and not await _has_messages(state, ctx):
             raise _not_found(body.previous_response_id)
-        turn = await state.streams.start(ctx, new_input(body.input))
+        if not named:
+            await state.conversations.start(state.streams, ctx, history, fresh)
+        turn = await state.streams.start(ctx, text)
         reply = _Reply(name, session, body)
         headers = {SESSION_HEADER: session}
+        after = BackgroundTasks()
+        if not named:  # where this history now leads, for the client's next request
+            after.add_task(state.conversations.remember, turn, history, text)
         if body.stream:
+            after.tasks.insert(0, turn.closing())
             return StreamingResponse(
-                reply.sse(turn),
-                media_type="text/event-stream",
-                headers=headers,
-                background=turn.closing(),
+                reply.sse(turn), media_type="text/event-stream", headers=headers, background=after
             )
-        return await reply.whole(turn, request, headers)
+        response = await reply.whole(turn, request, headers)
+        response.background = after
+        return response
 
     return router
 
 
-def _session(request: Request, body: ResponsesRequest) -> str:
-    """The session the request names, or a new one; 400 when its names disagree."""
+def _session(request: Request, body: ResponsesRequest) -> str | None:
+    """The session the request names (None: it names none); 400 when its names disagree."""
     named: dict[str, str] = {}
     header = request.headers.get(SESSION_HEADER)
     if header:
@@ -201,7 +238,7 @@ def _session(request: Request, body: ResponsesRequest) -> str:
             "conflicting_session",
             f"{', '.join(named)} name different sessions; name one session",
         )
-    return next(iter(named.values()), None) or f"resp-{secrets.token_hex(12)}"
+    return next(iter(named.values()), None) or None
 
 
 def _not_found(ident: str) -> RequestRefused:

@@ -16,6 +16,7 @@ from harness.context import RuntimeContext
 from harness.errors import RequestRefused, SessionBusy
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve.config import ServeConfig
+from harness.serve.conversations import Conversations
 from harness.serve.http import caller
 from harness.serve.streams import IdentifiedEvent, TurnStreams
 from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, read_log, replay, request_cancel
@@ -30,6 +31,8 @@ class ServeState:
 
     streams: TurnStreams
     config: ServeConfig
+    conversations: Conversations
+    """Where stateless clients' histories lead (:mod:`harness.serve.conversations`)."""
 
     @property
     def turns(self) -> Turns:

@@ -1,0 +1,121 @@
+"""Clients that keep no session id: the history they resend names the session it continues.
+
+Most chat UIs and SDK examples resend the whole conversation with every request and no
+``X-Harness-Session``; put in one ``default`` session, unrelated chats merged, and a Responses
+client without ``previous_response_id`` lost the history it resent. The rule instead:
+
+- a request whose resent history (its user and assistant texts, up to its last assistant
+  message) is the history a turn of one of the user's sessions ended with **continues that
+  session**, taking only its new turn: nothing is kept twice;
+- anything else **starts a new session**, which keeps the resent history first (as the
+  messages they were), then runs the new turn: a client that brings a conversation from
+  elsewhere loses none of it.
+
+After each turn, the history it ended with (the request's, its new user messages and the
+reply) is recorded for its session in the user's ``conversations`` ledger (beside the
+workspace, or in the store the workers share), by digest only. A record is consumed when a
+request continues it, so two clients whose histories are the same word for word (both said
+"hi" and got the same answer) each continue a session of their own, and never one another's.
+Trust boundary: the user is the key's; a history only ever finds that user's sessions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from harness.context import RuntimeContext
+from harness.kernel import Msg
+from harness.serve.streams import TurnStream, TurnStreams
+from harness.workspace import WorkspaceManager
+from harness.workspace.ledger import Record, ledger_for
+
+__all__ = ["Conversations", "Said", "new_session_id", "resent_session"]
+
+LEDGER_KIND: Final = "conversations"
+
+Said = tuple[Literal["user", "assistant"], str]
+"""One message of a resent history: its role and its text."""
+
+
+def new_session_id(prefix: str) -> str:
+    """A new session's id: ``<prefix>-`` and 24 random hex digits."""
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def _digest(history: Sequence[Said]) -> str:
+    canonical = json.dumps([[role, " ".join(text.split())] for role, text in history])
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Conversations:
+    """Finds the session a resent history continues, and records where each turn left one."""
+
+    def __init__(self, workspace: WorkspaceManager) -> None:
+        self.ledger = ledger_for(workspace, LEDGER_KIND)
+
+    @staticmethod
+    def _key(user: str | None) -> str:
+        return f"user:{user}" if user is not None else "shared"
+
+    async def continued(self, user: str | None, history: Sequence[Said]) -> str | None:
+        """The session whose last turn ended with ``history``, claimed for this request.
+
+        None for an empty history, or one no turn of the user's ended with.
+        """
+        if not history:
+            return None
+        wanted = _digest(history)
+        found: list[str] = []
+
+        def claim(records: list[Record]) -> list[Record]:
+            taken = {(r["digest"], r["session"]) for r in records if r.get("kind") == "taken"}
+            for record in records:  # the oldest first: twins continue in the order they came
+                if record.get("kind") != "ended" or record.get("digest") != wanted:
+                    continue
+                if (wanted, record.get("session")) not in taken:
+                    found[:] = [str(record["session"])]  # a store's compare-and-set may ask again
+                    return [{"kind": "taken", "digest": wanted, "session": record["session"]}]
+            found.clear()
+            return []
+
+        await self.ledger.change(self._key(user), claim)
+        return found[0] if found else None
+
+    async def ended(self, user: str | None, session: str, history: Sequence[Said]) -> None:
+        """Record that a turn of ``session`` ended with ``history``."""
+        record = {"kind": "ended", "digest": _digest(history), "session": session}
+        await self.ledger.change(self._key(user), lambda _: [record])
+
+    async def remember(self, turn: TurnStream, history: Sequence[Said], asked: str) -> None:
+        """After ``turn``: record the history it ended with, if it ended with a reply.
+
+        As the client will resend it: the reply as a whole response holds it, a streamed one
+        every step's text (both are recorded when they differ).
+        """
+        await turn.wait()
+        reply = next(
+            (data for name, data in reversed(turn.emitted) if name == "turn.completed"), None
+        )
+        if reply is None:
+            return
+        streamed = "".join(str(d.get("text", "")) for n, d in turn.emitted if n == "text.delta")
+        user, session = turn.ctx.user_id, turn.ctx.session_id or ""
+        for text in dict.fromkeys((str(reply.get("message", {}).get("text", "")), streamed)):
+            await self.ended(user, session, [*history, ("user", asked), ("assistant", text)])
+
+    async def start(
+        self, streams: TurnStreams, ctx: RuntimeContext, history: Sequence[Said], fresh: bool
+    ) -> None:
+        """Before a stateless request's turn: a new session keeps the history resent to it."""
+        if fresh and history:
+            messages = [Msg(role=role, content=text) for role, text in history]
+            await streams.turns.agent.sessions.save(ctx, messages)
+
+
+def resent_session(found: str | None, prefix: str) -> tuple[str, bool]:
+    """The session a stateless request continues, or a new one (and whether it is new)."""
+    return (found, False) if found is not None else (new_session_id(prefix), True)
