@@ -34,7 +34,7 @@ from harness.compaction import (
     ToolResultEvictionConfig,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ContextOverflowError, HarnessError, UnknownApproval
+from harness.errors import ContextOverflowError, HarnessError, OutputInvalid, UnknownApproval
 from harness.filesystem.base import AbstractFilesystem
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
@@ -47,6 +47,7 @@ from harness.kernel import (
     Msg,
     SessionState,
     StreamItem,
+    TextBlock,
     Tool,
     Toolkit,
     as_messages,
@@ -62,6 +63,7 @@ from harness.session import EVERY_CALL, SessionFsync
 from harness.session.keys import session_key
 from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases
 from harness.stores.base import BaseStore
+from harness.structured import OutputSpec, OutputType, check, correction, instruction
 from harness.subagents import DEFAULT_SUBAGENTS, Declaration, SubagentsConfig, spawn_depth
 from harness.workspace import WorkspaceManager
 from harness.workspace.context import DEFAULT_WORKSPACE_CONTEXT, WorkspaceContextConfig
@@ -164,7 +166,11 @@ class HarnessAgent:
         return cls(**{name: getattr(options, name) for name in _OPTION_NAMES})
 
     async def call(
-        self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
+        self,
+        msgs: str | Msg | Sequence[Msg] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        output: OutputType | OutputSpec | None = None,
     ) -> Ended:
         """Continue the context's session with new input; returns how the turn ended.
 
@@ -176,11 +182,18 @@ class HarnessAgent:
         Args:
             msgs: A user text, a message, a list of messages, or nothing.
             ctx: Who the call is for and which session it continues (``"default"`` if unset).
+            output: A pydantic model or a JSON schema the final answer must fit
+                (:mod:`harness.structured`): ``Finished.output`` is then the value, and an
+                answer that never fits raises :class:`~harness.errors.OutputInvalid`.
         """
-        return await ended(self.stream(msgs, ctx=ctx))
+        return await ended(self.stream(msgs, ctx=ctx, output=output))
 
     def stream(
-        self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
+        self,
+        msgs: str | Msg | Sequence[Msg] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        output: OutputType | OutputSpec | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         """Continue the context's session, yielding deltas and tool activity, then the outcome.
 
@@ -192,7 +205,8 @@ class HarnessAgent:
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
-        return self._stream(msgs, self._bind(ctx))  # the generator itself: no layer between
+        spec = OutputSpec.of(output) if output is not None else None
+        return self._stream(msgs, self._bind(ctx), output=spec)  # no layer between
 
     async def _stream(
         self,
@@ -200,6 +214,7 @@ class HarnessAgent:
         ctx: RuntimeContext,
         *,
         resuming: bool = False,
+        output: OutputSpec | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         # The memory work the call leaves behind starts once it has returned (and let go of
         # the session), not beside its last save.
@@ -214,8 +229,42 @@ class HarnessAgent:
                     # the turn's reply stands, and the model is not asked again.
                     yield Finished(_last_reply(memory, ctx))
                     return
+                if output is not None:
+                    asked = [*as_messages(msgs), instruction(output)]
+                    async for item in self._structured(asked, ctx, memory, state, output):
+                        yield item
+                    return
                 async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
                     yield self._advised(item)
+
+    async def _structured(
+        self,
+        msgs: list[Msg],
+        ctx: RuntimeContext,
+        memory: list[Msg],
+        state: SessionState,
+        output: OutputSpec,
+    ) -> AsyncGenerator[StreamItem, None]:
+        """The turn, asked again while its answer does not fit ``output`` (module structured)."""
+        for attempt in range(output.retries + 1):
+            async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
+                if not isinstance(item, Finished):
+                    yield self._advised(item)
+                    continue
+                fits = check(output, item.reply.text)
+                if not isinstance(fits, str):
+                    text, value = fits
+                    reply = item.reply.model_copy(update={"content": [TextBlock(text=text)]})
+                    yield Finished(reply, output=value)
+                    return
+                if attempt == output.retries:
+                    msg = (
+                        f"the answer did not fit the output type {output.name} after "
+                        f"{output.retries + 1} tries: {fits}"
+                    )
+                    yield Failed(OutputInvalid(msg))
+                    return
+                msgs = [correction(output, fits)]
 
     def _advised(self, item: StreamItem) -> StreamItem:
         """An overflow without compaction says how to turn it on; any other item as it is."""

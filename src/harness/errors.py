@@ -17,6 +17,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── UnknownApproval             no pending approval of the session has that id
     ├── ApprovalConflict            an approval was already decided otherwise
     ├── InvalidDecision             a decision its rule or its tool's schema refuses
+    ├── OutputInvalid               the answer did not fit the asked output type, after retries
     ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
     ├── WorkspaceError
     │   ├── PathOutsideWorkspace    a path escapes the workspace root
@@ -61,6 +62,7 @@ __all__ = [
     "MCPToolError",
     "ModelError",
     "OtherNamespace",
+    "OutputInvalid",
     "PathOutsideWorkspace",
     "RateLimitError",
     "RequestRefused",
@@ -188,6 +190,10 @@ class InvalidDecision(HarnessError, ValueError):
 
     A kind its rule does not allow, or edited arguments the tool's schema refuses.
     """
+
+
+class OutputInvalid(HarnessError):
+    """The model's answer did not fit the output type the call asked for, after every retry."""
 
 
 class InvalidText(HarnessError, ValueError):

@@ -9,7 +9,9 @@ from typing import Any
 
 import openai
 import pytest
-from _served import Served, served
+from _served import Served, scripted_agent, served
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, SecretStr
 
 from harness import HarnessAgent, RuntimeContext
 from harness.models import ScriptedChatModel
@@ -267,3 +269,41 @@ async def test_a_failed_turn_is_an_error_for_the_client_and_keeps_the_question(
         ("user", "plain question"),
         ("user", "streamed question"),
     ]
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+async def test_response_format_gets_schema_valid_json_from_a_model_that_answers_prose(
+    workspace: Path,
+) -> None:
+    """The openai SDK's parse() with a pydantic model, and LangChain's with_structured_output:
+    the first answer is prose, the harness asks again with what is wrong, the client gets an
+    object that fits. response_format was once accepted and ignored (a JSON parse error)."""
+    turns: list[dict[str, Any]] = [
+        {"match": "^Answer with only", "text": "Paris is the capital, with about 2.1 million."},
+        {"match": "no JSON value", "text": '{"name": "Paris", "population": 2100000}'},
+        {"match": "^Answer with only", "text": "Lyon!"},
+        {"match": "no JSON value", "text": '{"name": "Lyon", "population": 520000}'},
+    ]
+    with served(scripted_agent(workspace, turns)) as server:
+        async with client(server) as api:
+            parsed = await api.chat.completions.parse(
+                model="harness",
+                messages=[{"role": "user", "content": "Which capital?"}],
+                response_format=City,
+                extra_headers={"X-Harness-Session": "cities"},
+            )
+        assert parsed.choices[0].message.parsed == City(name="Paris", population=2100000)
+
+        chat = ChatOpenAI(
+            model="harness",
+            base_url=f"{server.url}/v1",
+            api_key=SecretStr("unused"),
+            max_retries=0,
+        )
+        structured = chat.with_structured_output(City, method="json_schema")
+        result = await structured.ainvoke("Which city in France?")
+        assert result == City(name="Lyon", population=520000)

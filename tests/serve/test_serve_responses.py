@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
 from harness import HarnessAgent
 from harness.models import ScriptedChatModel
@@ -548,3 +549,22 @@ async def test_a_client_that_resends_its_input_items_continues_its_session(
         "hi",
         "and then?",
     ]
+
+
+class Trip(BaseModel):
+    city: str
+    days: int
+
+
+async def test_text_format_gets_an_object_that_fits_from_prose_first(workspace: Path) -> None:
+    """responses.parse(text_format=...) once met prose and failed to parse it."""
+    turns: list[dict[str, Any]] = [
+        {"match": "^Answer with only", "text": "Three days in Porto sounds right."},
+        {"match": "no JSON value", "text": '{"city": "Porto", "days": 3}'},
+    ]
+    with serving(workspace, ScriptedChatModel(turns), ServeConfig()) as server:
+        async with client(server) as api:
+            parsed = await api.responses.parse(
+                model="harness", input="Plan a trip", text_format=Trip
+            )
+    assert parsed.output_parsed == Trip(city="Porto", days=3)

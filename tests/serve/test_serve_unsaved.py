@@ -23,6 +23,7 @@ from harness import HarnessAgent, RuntimeContext
 from harness.errors import StorageError, TurnNotSaved
 from harness.kernel import Event, Hook, Msg, PostCall, StreamItem
 from harness.models import ScriptedChatModel
+from harness.structured import OutputSpec, OutputType
 
 TURNS: list[dict[str, Any]] = [{"text": "An answer nobody will see again.", "repeat": True}]
 LOST = "could not save session: the disk is full"
@@ -43,9 +44,13 @@ class ReplyThenUnsaved(HarnessAgent):
     """An agent whose stream yields the reply and only then finds the session unsaved."""
 
     async def stream(
-        self, msgs: str | Msg | Sequence[Msg] | None = None, *, ctx: RuntimeContext | None = None
+        self,
+        msgs: str | Msg | Sequence[Msg] | None = None,
+        *,
+        ctx: RuntimeContext | None = None,
+        output: OutputType | OutputSpec | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
-        async for item in super().stream(msgs, ctx=ctx):
+        async for item in super().stream(msgs, ctx=ctx, output=output):
             yield item
         raise TurnNotSaved(LOST)
 

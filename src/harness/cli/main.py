@@ -44,7 +44,7 @@ from harness.cli.sessions import sessions_app
 from harness.cli.tasks import tasks_app
 from harness.cli.trace import trace_command
 from harness.context import RuntimeContext
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.kernel import (
     Ended,
     Outcome,
@@ -54,6 +54,7 @@ from harness.kernel import (
     ToolStarted,
     settled,
 )
+from harness.structured import OutputSpec
 from harness.workspace import init_workspace
 
 __all__ = ["app", "main"]
@@ -145,16 +146,28 @@ def run(
     prompt: Annotated[str, typer.Argument(help="What to ask the agent.", callback=not_blank)],
     given: AgentArgs,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reply as JSON.")] = False,
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-schema",
+            metavar="FILE",
+            help="A JSON schema the answer must fit: the reply is that JSON (docs/cli.md).",
+        ),
+    ] = None,
 ) -> None:
     """Run one turn and print the reply (exit 3 when it waits for approval: docs/approvals.md)."""
     setup_logging(given.verbose)
     session, user = given.session, given.user
+    schema = _schema(output_schema) if output_schema is not None else None
+    if schema is not None and given.engine is not None:
+        err.print("error: --output-schema does not work with --engine yet", **PLAIN)
+        raise typer.Exit(2)
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
             ctx = RuntimeContext(session_id=session, user_id=user)
             if given.engine is None:
-                return _said(await agent.call(prompt, ctx=ctx))
+                return _said(await agent.call(prompt, ctx=ctx, output=schema))
             engine = await connected_engine(given.engine)
             async with engine.worker(agent):  # this process is one of the engine's workers
                 return _said(await engine.call(agent, prompt, ctx=ctx))
@@ -165,6 +178,21 @@ def run(
         out.print_json(json.dumps(record, ensure_ascii=False))
     else:
         out.print(text, markup=False, highlight=False, soft_wrap=True)  # verbatim, never re-wrapped
+
+
+def _schema(path: Path) -> dict[str, Any]:
+    """The JSON schema of ``--output-schema``; a usage error (exit 2) saying what is wrong."""
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise typer.BadParameter(f"cannot read the schema {path}: {exc}") from None
+    if not isinstance(schema, dict):
+        raise typer.BadParameter(f"the schema {path} must be a JSON object")
+    try:
+        OutputSpec.of(schema)
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{path}: {exc}") from None
+    return schema
 
 
 def _said(ended: Ended) -> tuple[str, str]:

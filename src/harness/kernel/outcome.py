@@ -40,9 +40,14 @@ __all__ = ["Cancelled", "Ended", "Failed", "Finished", "Outcome", "Paused", "pen
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """The call answered with ``reply``."""
+    """The call answered with ``reply``.
+
+    ``output``: the answer as the output type the call asked for (``HarnessAgent.call(...,
+    output=...)``), validated; None when it asked for none.
+    """
 
     reply: Msg
+    output: Any = None
 
     @property
     def pending(self) -> tuple[Mapping[str, Any], ...]:

@@ -49,7 +49,7 @@ class _Arguments(RootModel[dict[str, Any]]):
 
 def _arguments_for(schema: dict[str, Any]) -> type[_Arguments]:
     """The arguments of a tool with this input schema: a JSON object the schema accepts."""
-    # Here, not at the top: jsonschema comes with the mcp extra, as MCP tools do.
+    # Here, not at the top: it takes a moment to import, and only MCP tools need it.
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
     from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
     from jsonschema.validators import validator_for  # type: ignore[import-untyped]

@@ -13,6 +13,8 @@ Any OpenAI client can talk to the agent. What differs from a plain model, and wh
   sending another history.
 - System and developer messages of the request are ignored: the agent's instructions are the
   operator's (its prompt, AGENTS.md), not the caller's.
+- ``response_format`` (``json_schema`` or ``json_object``) asks for structured output
+  (:mod:`harness.structured`): the reply is JSON that fits, or the request fails.
 - Tools run inside the harness; the client sees the answer. Streamed, it sees the text as it
   comes (the text of every step, the final answer last), and each tool's start and end as a
   chunk with an empty delta and a :data:`TOOL_ACTIVITY` field, which standard clients skip.
@@ -20,6 +22,7 @@ Any OpenAI client can talk to the agent. What differs from a plain model, and wh
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -30,13 +33,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTasks
 
-from harness.errors import RequestRefused
+from harness.errors import ConfigError, RequestRefused
 from harness.serve.conversations import Said, resent_session
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.state import ServeState, until_disconnected
 from harness.serve.streams import TurnStream
 from harness.serve.turns import failure_status
+from harness.structured import OutputSpec
 
 __all__ = ["SESSION_HEADER", "TOOL_ACTIVITY", "openai_router", "served_model"]
 
@@ -71,6 +75,34 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: _StreamOptions | None = None
     metadata: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+
+def requested_output(given: Mapping[str, Any] | None, field: str) -> OutputSpec | None:
+    """The output type an OpenAI-shaped format asks for (None: text).
+
+    ``{"type": "json_schema", ...}`` (chat completions nest ``name`` and ``schema`` in
+    ``json_schema``; the Responses API has them beside ``type``) or ``{"type": "json_object"}``.
+
+    Raises:
+        RequestRefused: 400 ``invalid_response_format`` naming ``field``.
+    """
+    if given is None or given.get("type") == "text":
+        return None
+    kind = given.get("type")
+    if kind == "json_object":
+        return OutputSpec.of({"type": "object"})
+    if kind == "json_schema":
+        inner = given.get("json_schema", given)
+        schema = inner.get("schema") if isinstance(inner, Mapping) else None
+        if isinstance(schema, Mapping):
+            try:
+                spec = OutputSpec.of(schema)
+            except ConfigError as exc:
+                raise RequestRefused(400, "invalid_response_format", f"{field}: {exc}") from None
+            return dataclasses.replace(spec, name=str(inner.get("name") or spec.name))
+    msg = f'{field} must be {{"type": "text"}}, "json_object" or "json_schema" with a schema'
+    raise RequestRefused(400, "invalid_response_format", msg)
 
 
 def new_turn(messages: list[_ChatMessage]) -> str:
@@ -167,9 +199,10 @@ def openai_router(state: ServeState) -> APIRouter:
         ctx = state.context(user, session)
         if not named:
             await state.conversations.start(state.streams, ctx, history, fresh)
-        turn = await state.streams.start(ctx, text)
+        output = requested_output(body.response_format, "response_format")
+        turn = await state.streams.start(ctx, text, output=output)
         usage = body.stream_options is not None and body.stream_options.include_usage
-        completion = _Completion(name, include_usage=usage)
+        completion = _Completion(name, include_usage=usage, whole_text=output is not None)
         headers = {SESSION_HEADER: session}
         after = BackgroundTasks()
         if not named:  # where this history now leads, for the client's next request
@@ -205,9 +238,12 @@ def waiting_text(paused: Mapping[str, Any]) -> str:
 class _Completion:
     """The OpenAI shape of one turn, whole or as chunks."""
 
-    def __init__(self, model: str, *, include_usage: bool) -> None:
+    def __init__(self, model: str, *, include_usage: bool, whole_text: bool = False) -> None:
         self.model = model
         self.include_usage = include_usage
+        self.whole_text = whole_text
+        """Stream the final answer alone, at the end: structured output, whose earlier steps
+        may be prose the model was asked to correct."""
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -232,7 +268,7 @@ class _Completion:
         async for event in turn.events():
             assert event is not None  # no pings asked for
             name, data = event
-            if name == "text.delta":
+            if name == "text.delta" and not self.whole_text:
                 yield encode_sse(None, self._chunk({"content": data["text"]}))
             elif name in _TOOL_EVENTS:
                 yield encode_sse(None, {**self._chunk({}), TOOL_ACTIVITY: {"type": name, **data}})
@@ -246,6 +282,8 @@ class _Completion:
                 yield encode_sse(None, self._chunk({}, "stop"))
                 break
             elif name == "turn.completed":
+                if self.whole_text:
+                    yield encode_sse(None, self._chunk({"content": data["message"]["text"]}))
                 yield encode_sse(None, self._chunk({}, "stop"))
                 break  # the memory flush that follows is not the client's to wait for
         if self.include_usage:

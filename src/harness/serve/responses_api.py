@@ -49,7 +49,12 @@ from harness.errors import RequestRefused
 from harness.serve.conversations import Said, resent_session
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
-from harness.serve.openai_api import SESSION_HEADER, served_model, waiting_text
+from harness.serve.openai_api import (
+    SESSION_HEADER,
+    requested_output,
+    served_model,
+    waiting_text,
+)
 from harness.serve.state import ServeState, until_disconnected
 from harness.serve.streams import TurnStream
 from harness.serve.turns import check_session_id, failure_status
@@ -101,6 +106,7 @@ class ResponsesRequest(BaseModel):
     previous_response_id: str | None = None
     conversation: str | _ConversationRef | None = None
     metadata: dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
 
 
 def new_input(given: str | list[dict[str, Any]] | None) -> str:
@@ -197,7 +203,8 @@ def responses_router(state: ServeState) -> APIRouter:
             raise _not_found(body.previous_response_id)
         if not named:
             await state.conversations.start(state.streams, ctx, history, fresh)
-        turn = await state.streams.start(ctx, text)
+        output = requested_output((body.text or {}).get("format"), "text.format")
+        turn = await state.streams.start(ctx, text, output=output)
         reply = _Reply(name, session, body)
         headers = {SESSION_HEADER: session}
         after = BackgroundTasks()
@@ -268,6 +275,10 @@ class _Reply:
         self.conversation = {"id": session} if body.conversation is not None else None
         self.previous = body.previous_response_id
         self.metadata = body.metadata or {}
+        self.format = (body.text or {}).get("format") or {"type": "text"}
+        self.structured = self.format.get("type") != "text"
+        """Only the final answer is output: the steps before it may be prose the model was
+        asked to correct (:mod:`harness.structured`)."""
         self.status = "in_progress"
         self.error: dict[str, str] | None = None
         self.output: list[dict[str, Any]] = []
@@ -306,7 +317,7 @@ class _Reply:
             "reasoning": None,
             "store": True,  # the session keeps the turn
             "background": False,
-            "text": {"format": {"type": "text"}},
+            "text": {"format": self.format},  # the SDK's parse() reads the schema's name here
             "truncation": "disabled",
             "user": None,
             "usage": self.usage if done else None,
@@ -399,7 +410,7 @@ class _Reply:
         async for event in turn.events():
             assert event is not None  # no pings asked for
             name, data = event
-            if name == "text.delta" and data["text"]:
+            if name == "text.delta" and data["text"] and not self.structured:
                 for out in self._text(data["text"]):
                     yield out
             elif name in ("tool.started", "step.completed"):

@@ -40,6 +40,7 @@ from harness.serve.turns import TurnEvent, Turns
 if TYPE_CHECKING:
     from harness.serve.engine import EngineTurns
     from harness.serve.limits import Limiter
+    from harness.structured import OutputSpec
 
 __all__ = ["IdentifiedEvent", "TurnStream", "TurnStreams"]
 
@@ -66,12 +67,18 @@ class TurnStreams:
         """Every turn of this process until it ends, also one not started yet."""
 
     async def start(
-        self, ctx: RuntimeContext, text: str | None, *, detach: bool = False
+        self,
+        ctx: RuntimeContext,
+        text: str | None,
+        *,
+        detach: bool = False,
+        output: OutputSpec | None = None,
     ) -> TurnStream:
         """Start a turn; once this returns it holds the session and has sent ``turn.started``.
 
         ``text`` is the new turn's input, checked here; None continues a turn that paused for
         approval (its decisions recorded). ``detach``: the turn goes on when its client leaves.
+        ``output``: the output type the answer must fit (:mod:`harness.structured`).
 
         Raises:
             RequestRefused: 413 or 400 for input that cannot be a turn; 409
@@ -85,7 +92,10 @@ class TurnStreams:
         if self.limiter is not None:
             mine = sum(not t.done and t.ctx.user_id == ctx.user_id for t in self.running)
             await self.limiter.admit_turn(ctx.user_id, mine)
-        turn = TurnStream(self, ctx, text, detach)
+        if output is not None and self.engine is not None:
+            msg = "structured output is not available on the durable engine; ask without it"
+            raise RequestRefused(400, "unsupported_output", msg)
+        turn = TurnStream(self, ctx, text, detach, output)
         try:
             await turn.started()
         except BaseException:  # the request went away before its turn began: so does the turn
@@ -143,7 +153,12 @@ class TurnStream:
     """
 
     def __init__(
-        self, streams: TurnStreams, ctx: RuntimeContext, text: str | None, detach: bool
+        self,
+        streams: TurnStreams,
+        ctx: RuntimeContext,
+        text: str | None,
+        detach: bool,
+        output: OutputSpec | None = None,
     ) -> None:
         self.ctx = ctx
         self.detach = detach
@@ -162,7 +177,7 @@ class TurnStream:
         """The ``step.completed`` payloads: what the turn is charged (its tokens, its cost)."""
         self._charged = 0
         self._log: TurnLogWriter | None = None
-        self._pump = asyncio.create_task(self._run(text), name=f"turn-{self.id[:8]}")
+        self._pump = asyncio.create_task(self._run(text, output), name=f"turn-{self.id[:8]}")
         streams.running.add(self)
         self._pump.add_done_callback(lambda _: streams.running.discard(self))
 
@@ -184,11 +199,11 @@ class TurnStream:
         self._wake.set()
         self._wake = asyncio.Event()
 
-    async def _run(self, text: str | None) -> None:
+    async def _run(self, text: str | None, output: OutputSpec | None) -> None:
         watch: CancelWatch | None = None
         try:
             turn = TURN_METRICS.observe(
-                self._turns.run(self.ctx, text)
+                self._turns.run(self.ctx, text, output)
                 if self._engine is None
                 else self._engine.run(self.ctx, text, self.id)
             )

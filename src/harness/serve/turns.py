@@ -46,6 +46,7 @@ from harness.memory import FlushResult
 from harness.serve.config import ServeConfig
 from harness.serve.events import error_code, event_of, outcome_events
 from harness.session.keys import session_key
+from harness.structured import OutputSpec
 from harness.workspace import user_prefix
 
 __all__ = ["SESSION_ID", "TurnEvent", "Turns", "check_session_id", "failure_status"]
@@ -110,10 +111,13 @@ class Turns:
         except SessionBusy:
             return True
 
-    async def run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
+    async def run(
+        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events, ``turn.started`` first, then the agent's, then how it ended.
 
         ``text`` None continues a turn that paused for approval (its decisions recorded).
+        ``output``: the output type its answer must fit (:mod:`harness.structured`).
 
         Raises:
             SessionBusy: Before the first event, when another turn keeps the session.
@@ -122,19 +126,21 @@ class Turns:
         ctx = dataclasses.replace(ctx, extra={**ctx.extra, _TURN: turn})
         self._flushes[turn] = []
         try:
-            async with contextlib.aclosing(self._run(ctx, text)) as events:
+            async with contextlib.aclosing(self._run(ctx, text, output)) as events:
                 async for event in events:
                     yield event
         finally:
             del self._flushes[turn]
 
-    async def _run(self, ctx: RuntimeContext, text: str | None) -> AsyncGenerator[TurnEvent, None]:
+    async def _run(
+        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None
+    ) -> AsyncGenerator[TurnEvent, None]:
         completed = False
         started = ("turn.started", {"session_id": ctx.session_id})
         async with self.gate(ctx):
             first = True
             try:
-                async with contextlib.aclosing(self._agent_events(ctx, text)) as events:
+                async with contextlib.aclosing(self._agent_events(ctx, text, output)) as events:
                     async for event in events:
                         if first:
                             # Sent once the agent has taken the turn's input (the kernel's
@@ -157,7 +163,7 @@ class Turns:
                 yield event
 
     async def _agent_events(
-        self, ctx: RuntimeContext, text: str | None
+        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None
     ) -> AsyncGenerator[TurnEvent, None]:
         """The agent's items as events, and how its call ended as the last ones."""
         outcome: Outcome | None = None
@@ -166,7 +172,7 @@ class Turns:
             async with (
                 deadline,
                 contextlib.aclosing(
-                    self.agent.stream(text, ctx=ctx)
+                    self.agent.stream(text, ctx=ctx, output=output)
                     if text is not None
                     else self.agent.resume_stream(ctx=ctx)
                 ) as items,
