@@ -81,7 +81,7 @@ LAYERS = (
     ("filesystem",),
     ("workspace",),
     ("session", "skills", "observability", "mcp", "memory", "approvals"),
-    ("compaction",),
+    ("compaction", "structured"),
     ("subagents",),
     ("options",),
     ("tools",),

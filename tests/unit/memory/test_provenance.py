@@ -225,7 +225,7 @@ async def test_a_memory_save_after_reading_a_file_goes_to_the_daily_log_for_revi
             {"match": "waits for review", "text": "saved"},
             {"match": "^My name", "tool_calls": [{"name": "memory_save", "input": {
                 "fact": "The user's name is Ann", "target": "MEMORY.md#About"}}]},
-            {"match": "name is Ann\n", "text": "noted"},
+            {"match": "Saved to MEMORY.md", "text": "noted"},
         ]
     )  # fmt: skip
     async with HarnessAgent(
