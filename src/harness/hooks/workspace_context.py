@@ -62,6 +62,7 @@ the last block of the system message and whatever comes before it stays a stable
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import platform
@@ -405,9 +406,8 @@ class WorkspaceContextHook(Hook):
         if MEMORY_MD in texts:  # shown as memory shows it: labelled, nothing that waits
             own = files[MEMORY_MD].path != MEMORY_MD  # the user's copy, not the shared one
             book = await self._book(user_id if own else None)
-            shown = present_lines(MEMORY_MD, texts[MEMORY_MD], book, untrusted=False)
-            texts[MEMORY_MD] = "\n".join(line for _, line, _ in shown)
-            trust = lowest((trust, *(label for _, _, label in shown if label is not None)))
+            # A thread's work: MEMORY.md is the model's to write, megabytes of it.
+            texts[MEMORY_MD], trust = await asyncio.to_thread(_shown, texts[MEMORY_MD], book)
         knowledge_files = tuple(p for p in listing if p != KNOWLEDGE_MD)
         if (
             cached is not None
@@ -506,6 +506,13 @@ class WorkspaceContextHook(Hook):
         budget = self.config.max_context_tokens * 4
         available = budget - sum(len(block) + 2 for block in assemble(""))
         return assemble(_fit_memory(text.get(MEMORY_MD, ""), available, hint))
+
+
+def _shown(memory: str, book: MemoryBook) -> tuple[str, Trust]:
+    """MEMORY.md as the prompt shows it (nothing that waits), and the lowest label it shows."""
+    shown = present_lines(MEMORY_MD, memory, book, untrusted=False)
+    labels = (label for _, _, label in shown if label is not None)
+    return "\n".join(line for _, line, _ in shown), lowest((Trust.USER, *labels))
 
 
 def _anchor(event: PreReasoning) -> str | None:

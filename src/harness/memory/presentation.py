@@ -313,7 +313,7 @@ async def search_memory(
     paths = sorted({path for path, *_ in hits if not path.endswith(_TRANSCRIPT_SUFFIX)})
     texts = await asyncio.gather(*(maintenance.workspace.read_own(p, user_id) for p in paths))
     files = {path: text for path, text in zip(paths, texts, strict=True) if text is not None}
-    return present_hits(hits, book, files)
+    return await asyncio.to_thread(present_hits, hits, book, files)  # whole files' labels
 
 
 def _relative(path: str, prefix: str) -> str:

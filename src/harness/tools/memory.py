@@ -117,7 +117,8 @@ class MemoryTools:
             (scanned, files), book = await asyncio.gather(
                 self._scan(query, count, ctx), self.provenance.book(ctx.user_id)
             )
-            hits = present_hits(((p, n, n, line, 0.0) for p, n, line in scanned), book, files)
+            found = [(p, n, n, line, 0.0) for p, n, line in scanned]
+            hits = await asyncio.to_thread(present_hits, found, book, files)
         if not hits:
             return _vouched(f"No matching memories found for: {query}", Trust.USER)
         blocks = [
