@@ -29,7 +29,8 @@ from typing import Final, Literal
 
 from harness.context import RuntimeContext
 from harness.kernel import Msg
-from harness.serve.streams import TurnStream, TurnStreams
+from harness.serve.streams import Ending, TurnStream, TurnStreams
+from harness.serve.turns import TurnEvent
 from harness.workspace import WorkspaceManager
 from harness.workspace.ledger import Record, ledger_for
 
@@ -90,22 +91,25 @@ class Conversations:
         record = {"kind": "ended", "digest": _digest(history), "session": session}
         await self.ledger.change(self._key(user), lambda _: [record])
 
-    async def remember(self, turn: TurnStream, history: Sequence[Said], asked: str) -> None:
-        """After ``turn``: record the history it ended with, if it ended with a reply.
+    def ending(self, history: Sequence[Said], asked: str) -> Ending:
+        """What a stateless request's turn records as it ends: the history it ended with.
 
-        As the client will resend it: the reply as a whole response holds it, a streamed one
-        every step's text (both are recorded when they differ).
+        Recorded before the end is sent, so a client that asks again at once finds it; as
+        the client will resend it: a whole reply's text, or a stream's every step's text
+        (both, when they differ). A turn that ends without a reply records nothing.
         """
-        await turn.wait()
-        reply = next(
-            (data for name, data in reversed(turn.emitted) if name == "turn.completed"), None
-        )
-        if reply is None:
-            return
-        streamed = "".join(str(d.get("text", "")) for n, d in turn.emitted if n == "text.delta")
-        user, session = turn.ctx.user_id, turn.ctx.session_id or ""
-        for text in dict.fromkeys((str(reply.get("message", {}).get("text", "")), streamed)):
-            await self.ended(user, session, [*history, ("user", asked), ("assistant", text)])
+
+        async def ended(turn: TurnStream, event: TurnEvent) -> None:
+            name, data = event
+            if name != "turn.completed":
+                return
+            streamed = "".join(str(d.get("text", "")) for n, d in turn.emitted if n == "text.delta")
+            whole = str(data.get("message", {}).get("text", ""))
+            user, session = turn.ctx.user_id, turn.ctx.session_id or ""
+            for text in dict.fromkeys((whole, streamed)):
+                await self.ended(user, session, [*history, ("user", asked), ("assistant", text)])
+
+        return ended
 
     async def start(
         self, streams: TurnStreams, ctx: RuntimeContext, history: Sequence[Said], fresh: bool

@@ -31,7 +31,6 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.background import BackgroundTasks
 
 from harness.errors import ConfigError, RequestRefused
 from harness.serve.conversations import Said, resent_session
@@ -192,6 +191,7 @@ def openai_router(state: ServeState) -> APIRouter:
         body = await read_body(request, ChatRequest, state.config)
         served_model(body.model, name)
         text = new_turn(body.messages)
+        output = requested_output(body.response_format, "response_format")
         named = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get("session_id")
         history = [] if named else resent(body.messages)
         found = await state.conversations.continued(user, history) if not named else None
@@ -199,25 +199,20 @@ def openai_router(state: ServeState) -> APIRouter:
         ctx = state.context(user, session)
         if not named:
             await state.conversations.start(state.streams, ctx, history, fresh)
-        output = requested_output(body.response_format, "response_format")
-        turn = await state.streams.start(ctx, text, output=output)
+        # Where this history leads now, for the client's next request (none named: stateless).
+        ending = state.conversations.ending(history, text) if not named else None
+        turn = await state.streams.start(ctx, text, output=output, ending=ending)
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage, whole_text=output is not None)
         headers = {SESSION_HEADER: session}
-        after = BackgroundTasks()
-        if not named:  # where this history now leads, for the client's next request
-            after.add_task(state.conversations.remember, turn, history, text)
         if body.stream:
-            after.tasks.insert(0, turn.closing())
             return StreamingResponse(
                 completion.chunks(turn),
                 media_type="text/event-stream",
                 headers=headers,
-                background=after,
+                background=turn.closing(),
             )
-        response = await completion.whole(turn, request, headers)
-        response.background = after
-        return response
+        return await completion.whole(turn, request, headers)
 
     return router
 

@@ -42,7 +42,6 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
-from starlette.background import BackgroundTasks
 
 from harness.context import RuntimeContext
 from harness.errors import RequestRefused
@@ -194,6 +193,7 @@ def responses_router(state: ServeState) -> APIRouter:
         body = await read_body(request, ResponsesRequest, state.config)
         served_model(body.model, name)
         text = new_input(body.input)
+        output = requested_output((body.text or {}).get("format"), "text.format")
         named = _session(request, body)
         history = [] if named else resent_items(body.input)
         found = await state.conversations.continued(user, history) if not named else None
@@ -203,21 +203,19 @@ def responses_router(state: ServeState) -> APIRouter:
             raise _not_found(body.previous_response_id)
         if not named:
             await state.conversations.start(state.streams, ctx, history, fresh)
-        output = requested_output((body.text or {}).get("format"), "text.format")
-        turn = await state.streams.start(ctx, text, output=output)
+        # Where this history leads now, for the client's next request (none named: stateless).
+        ending = state.conversations.ending(history, text) if not named else None
+        turn = await state.streams.start(ctx, text, output=output, ending=ending)
         reply = _Reply(name, session, body)
         headers = {SESSION_HEADER: session}
-        after = BackgroundTasks()
-        if not named:  # where this history now leads, for the client's next request
-            after.add_task(state.conversations.remember, turn, history, text)
         if body.stream:
-            after.tasks.insert(0, turn.closing())
             return StreamingResponse(
-                reply.sse(turn), media_type="text/event-stream", headers=headers, background=after
+                reply.sse(turn),
+                media_type="text/event-stream",
+                headers=headers,
+                background=turn.closing(),
             )
-        response = await reply.whole(turn, request, headers)
-        response.background = after
-        return response
+        return await reply.whole(turn, request, headers)
 
     return router
 

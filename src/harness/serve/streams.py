@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.background import BackgroundTask
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from harness.structured import OutputSpec
 
 __all__ = ["IdentifiedEvent", "TurnStream", "TurnStreams"]
+
+Ending = Callable[["TurnStream", TurnEvent], Awaitable[None]]
+"""What a route records when its turn ends (:meth:`TurnStreams.start`)."""
 
 IdentifiedEvent = tuple[str, str, Mapping[str, Any]]
 """An event as a stream sends it: its id (``<turn>.<n>``), its name and its payload."""
@@ -73,12 +76,15 @@ class TurnStreams:
         *,
         detach: bool = False,
         output: OutputSpec | None = None,
+        ending: Ending | None = None,
     ) -> TurnStream:
         """Start a turn; once this returns it holds the session and has sent ``turn.started``.
 
         ``text`` is the new turn's input, checked here; None continues a turn that paused for
         approval (its decisions recorded). ``detach``: the turn goes on when its client leaves.
         ``output``: the output type the answer must fit (:mod:`harness.structured`).
+        ``ending``: awaited with the turn's last event before anyone reads it (so a client
+        that sends its next request at once finds what it recorded).
 
         Raises:
             RequestRefused: 413 or 400 for input that cannot be a turn; 409
@@ -95,7 +101,7 @@ class TurnStreams:
         if output is not None and self.engine is not None:
             msg = "structured output is not available on the durable engine; ask without it"
             raise RequestRefused(400, "unsupported_output", msg)
-        turn = TurnStream(self, ctx, text, detach, output)
+        turn = TurnStream(self, ctx, text, detach, output, ending)
         try:
             await turn.started()
         except BaseException:  # the request went away before its turn began: so does the turn
@@ -159,6 +165,7 @@ class TurnStream:
         text: str | None,
         detach: bool,
         output: OutputSpec | None = None,
+        ending: Ending | None = None,
     ) -> None:
         self.ctx = ctx
         self.detach = detach
@@ -176,6 +183,7 @@ class TurnStream:
         self._steps: list[Mapping[str, Any]] = []
         """The ``step.completed`` payloads: what the turn is charged (its tokens, its cost)."""
         self._charged = 0
+        self._ending = ending
         self._log: TurnLogWriter | None = None
         self._pump = asyncio.create_task(self._run(text, output), name=f"turn-{self.id[:8]}")
         streams.running.add(self)
@@ -209,8 +217,10 @@ class TurnStream:
             )
             async with contextlib.aclosing(turn) as events:
                 async for event in events:
-                    if event[0] in ENDINGS:  # charged before anyone reads that it ended
+                    if event[0] in ENDINGS:  # before anyone reads that it ended
                         await self._charge()
+                        if self._ending is not None:
+                            await self._ending(self, event)
                     if watch is None and self._engine is None:
                         watch = CancelWatch(
                             self._turns.agent.workspace,
