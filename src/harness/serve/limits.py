@@ -186,7 +186,7 @@ class Limiter:
             self._refuse("too_many_turns", message, 1.0)
         if not limits.daily:
             return
-        spent = Spent.of(await self.ledger.records(self._key(user)))
+        spent = await self.spent(user)
         tomorrow = self._tomorrow()
         if limits.tokens_per_day is not None and spent.tokens >= limits.tokens_per_day:
             message = f"{spent.tokens} tokens used today (at most {limits.tokens_per_day})"
