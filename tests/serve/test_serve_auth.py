@@ -91,6 +91,10 @@ async def test_no_key_or_a_wrong_key_is_refused_everywhere(
         ("GET", "/v1/memory/review"),
         ("POST", "/v1/memory/review/mem_x"),
         ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/responses"),
+        ("GET", "/v1/responses/resp_x_0"),
+        ("DELETE", "/v1/responses/resp_x_0"),
+        ("GET", "/v1/responses/resp_x_0/input_items"),
     ]
     for key, code in ((None, "missing_api_key"), ("hk_wrong", "invalid_api_key")):
         async with http(server, key) as api:

@@ -568,3 +568,35 @@ async def test_text_format_gets_an_object_that_fits_from_prose_first(workspace: 
                 model="harness", input="Plan a trip", text_format=Trip
             )
     assert parsed.output_parsed == Trip(city="Porto", days=3)
+
+
+async def test_a_response_is_retrieved_listed_and_deleted_by_its_user_alone(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """responses.retrieve, input_items.list and delete once answered 404."""
+    file = tmp_path / "keys.txt"
+    alice, bob = add_key(file, "alice"), add_key(file, "bob")
+    turns: list[dict[str, Any]] = [{"text": "Hello there.", "repeat": True}]
+    config = ServeConfig(keys=ApiKeys.load([file]))
+    with serving(workspace, ScriptedChatModel(turns), config) as server:
+        async with client(server, alice) as api, client(server, bob) as other:
+            made = await api.responses.create(model="harness", input="hi")
+            kept = await api.responses.retrieve(made.id)
+            assert (kept.id, kept.output_text, kept.status) == (
+                made.id,
+                "Hello there.",
+                "completed",
+            )
+            items = await api.responses.input_items.list(made.id)
+            assert [item.type for item in items.data] == ["message"]
+            assert items.data[0].content[0].text == "hi"  # type: ignore[union-attr,index]
+            with pytest.raises(openai.NotFoundError):
+                await other.responses.retrieve(made.id)  # another user's: not found
+            unstored = await api.responses.create(model="harness", input="hi", store=False)
+            with pytest.raises(openai.NotFoundError):
+                await api.responses.retrieve(unstored.id)
+            await api.responses.delete(made.id)
+            with pytest.raises(openai.NotFoundError):
+                await api.responses.retrieve(made.id)
+            with pytest.raises(openai.NotFoundError):
+                await api.responses.delete(made.id)

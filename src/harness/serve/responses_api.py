@@ -13,19 +13,21 @@ completions, :mod:`harness.serve.openai_api`):
   one that keeps it), and its response's id then continues it. Only the *new turn* of
   ``input`` is taken (its user messages after its last assistant item): the session already
   holds what came before.
-- ``instructions``, system and developer messages, ``tools``, ``temperature``, ``store`` and the
-  other options are accepted and ignored: the agent's instructions and tools are the
-  operator's, and the session keeps every turn whatever ``store`` says.
+- ``instructions``, system and developer messages, ``tools``, ``temperature`` and the other
+  options are accepted and ignored: the agent's instructions and tools are the operator's.
+  ``store: false`` only keeps the response from ``GET /v1/responses/{id}``: the session keeps
+  every turn.
 - Tools run inside the harness; the output holds the text of the turn's steps, one message
   item each, the final answer last. No ``function_call`` item is ever sent: a client would
   take it as a call for *it* to run.
 
 Response ids name their session: ``resp_`` + the session id in lowercase base32 + ``_`` +
-random hex. Nothing about them is kept on the server, and nothing needs to be: a session is
-looked up only in the caller's own namespace (its key's user), so an id someone made up, or
-took from another user, can reach no session but the caller's own, which the caller may
-continue anyway (with ``conversation``). The random part keeps two responses of one session
-apart; it is not a secret.
+random hex. A session is looked up only in the caller's own namespace (its key's user), so an
+id someone made up, or took from another user, can reach no session but the caller's own,
+which the caller may continue anyway (with ``conversation``). The random part keeps two
+responses of one session apart; it is not a secret. Each finished response is kept for its
+user (:class:`ResponseStore`) for ``GET``/``DELETE /v1/responses/{id}`` and its input items,
+unless the request said ``store: false``.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from fastapi import APIRouter, Request
@@ -58,8 +61,10 @@ from harness.serve.state import ServeState, until_disconnected
 from harness.serve.streams import TurnStream
 from harness.serve.turns import check_session_id, failure_status
 from harness.session import MESSAGES_FILE
+from harness.workspace import WorkspaceManager
+from harness.workspace.ledger import ledger_for
 
-__all__ = ["response_id", "response_session", "responses_router"]
+__all__ = ["ResponseStore", "response_id", "response_session", "responses_router"]
 
 _PREFIX: Final = "resp_"
 _CODE: Final = re.compile(r"[a-z2-7]*")
@@ -106,6 +111,7 @@ class ResponsesRequest(BaseModel):
     conversation: str | _ConversationRef | None = None
     metadata: dict[str, Any] | None = None
     text: dict[str, Any] | None = None
+    store: bool | None = None
 
 
 def new_input(given: str | list[dict[str, Any]] | None) -> str:
@@ -183,9 +189,92 @@ def _texts(content: object) -> list[str]:
     raise RequestRefused(400, "unsupported_content", "only input_text content parts are supported")
 
 
+class ResponseStore:
+    """The responses this server made, per user, for ``GET``/``DELETE /v1/responses/{id}``.
+
+    Each finished response (completed or failed, unless the request said ``store: false``)
+    is kept with the new input items it answered, in the workspace's ``responses`` ledger
+    (beside the workspace, or in the store the workers share), under its user: another
+    user's id is not found, as an unknown one is. A deleted response is gone from both routes
+    (its session stays: it is the conversation, deleted with ``DELETE /v1/sessions/{id}``).
+    """
+
+    def __init__(self, workspace: WorkspaceManager) -> None:
+        self.ledger = ledger_for(workspace, "responses")
+
+    @staticmethod
+    def _key(user: str | None) -> str:
+        return f"user:{user}" if user is not None else "shared"
+
+    async def put(self, user: str | None, response: Mapping[str, Any], items: list[Any]) -> None:
+        record = {"kind": "response", "response": dict(response), "input": items}
+        await self.ledger.change(self._key(user), lambda _: [record])
+
+    async def get(self, user: str | None, ident: str) -> Mapping[str, Any] | None:
+        """The record of response ``ident`` of ``user``; None if none, or deleted."""
+        found: Mapping[str, Any] | None = None
+        for record in await self.ledger.records(self._key(user)):
+            if record.get("kind") == "deleted" and record.get("id") == ident:
+                found = None
+            elif record.get("kind") == "response" and record["response"].get("id") == ident:
+                found = record
+        return found
+
+    async def delete(self, user: str | None, ident: str) -> bool:
+        """Forget response ``ident``; False when the user has none of that id."""
+        if await self.get(user, ident) is None:
+            return False
+        await self.ledger.change(self._key(user), lambda _: [{"kind": "deleted", "id": ident}])
+        return True
+
+
+def _input_items(given: str | list[dict[str, Any]] | None, response: str) -> list[Any]:
+    """The new turn's input as items with ids, as ``input_items.list`` gives them."""
+    if isinstance(given, str):
+        given = [{"role": "user", "content": given}]
+    items = []
+    for n, item in enumerate(given or []):
+        content = item.get("content")
+        if isinstance(content, str):
+            content = [{"type": "input_text", "text": content}]
+        ident = f"msg_{response.rsplit('_', 1)[-1]}{n:04d}"  # the response's random part
+        items.append({"type": "message", "id": ident, **item, "content": content})
+    return items
+
+
 def responses_router(state: ServeState) -> APIRouter:
     router = APIRouter()
     name = state.turns.agent.name
+    kept = ResponseStore(state.turns.agent.workspace)
+
+    @router.get("/v1/responses/{response_id}")
+    async def retrieve(response_id: str, request: Request) -> dict[str, Any]:
+        """A response this server made for the caller (``client.responses.retrieve``)."""
+        user = state.authenticate(request)
+        record = await kept.get(user, response_id)
+        if record is None:
+            raise _not_found(response_id)
+        return dict(record["response"])
+
+    @router.delete("/v1/responses/{response_id}")
+    async def delete(response_id: str, request: Request) -> dict[str, Any]:
+        """Forget a response (``client.responses.delete``); its session stays."""
+        user = state.authenticate(request)
+        if not await kept.delete(user, response_id):
+            raise _not_found(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    @router.get("/v1/responses/{response_id}/input_items")
+    async def input_items(response_id: str, request: Request) -> dict[str, Any]:
+        """The input items a response answered (``client.responses.input_items.list``)."""
+        user = state.authenticate(request)
+        record = await kept.get(user, response_id)
+        if record is None:
+            raise _not_found(response_id)
+        items = list(reversed(record["input"]))  # newest first, as the API lists them
+        first, last = (items[0]["id"], items[-1]["id"]) if items else (None, None)
+        page = {"first_id": first, "last_id": last, "has_more": False}
+        return {"object": "list", "data": items, **page}
 
     @router.post("/v1/responses", response_model=None)
     async def responses(request: Request) -> Response:
@@ -206,7 +295,8 @@ def responses_router(state: ServeState) -> APIRouter:
         # Where this history leads now, for the client's next request (none named: stateless).
         ending = state.conversations.ending(history, text) if not named else None
         turn = await state.streams.start(ctx, text, output=output, ending=ending)
-        reply = _Reply(name, session, body)
+        keep = None if body.store is False else functools.partial(kept.put, user)
+        reply = _Reply(name, session, body, keep)
         headers = {SESSION_HEADER: session}
         if body.stream:
             return StreamingResponse(
@@ -265,9 +355,18 @@ class _Reply:
     whole one keeps only the last, the response.
     """
 
-    def __init__(self, model: str, session: str, body: ResponsesRequest) -> None:
+    def __init__(
+        self,
+        model: str,
+        session: str,
+        body: ResponsesRequest,
+        keep: Callable[[Mapping[str, Any], list[Any]], Awaitable[None]] | None = None,
+    ) -> None:
         self.model = model
         self.id = response_id(session)
+        self.keep = keep
+        """Keeps the finished response (:class:`ResponseStore`), before its end is sent."""
+        self.input = _input_items(body.input, self.id)
         self.created = int(time.time())
         self.completed: int | None = None
         self.conversation = {"id": session} if body.conversation is not None else None
@@ -313,7 +412,7 @@ class _Reply:
             "previous_response_id": self.previous,
             "conversation": self.conversation,
             "reasoning": None,
-            "store": True,  # the session keeps the turn
+            "store": self.keep is not None,  # the session keeps the turn either way
             "background": False,
             "text": {"format": self.format},  # the SDK's parse() reads the schema's name here
             "truncation": "disabled",
@@ -401,6 +500,11 @@ class _Reply:
     def _ended(self, kind: str) -> dict[str, Any]:
         return self._event(kind, response=self.response())
 
+    async def _kept(self) -> None:
+        """Keep the finished response, so a client that retrieves it at once finds it."""
+        if self.keep is not None:
+            await self.keep(self.response(), self.input)
+
     async def events(self, turn: TurnStream) -> AsyncIterator[dict[str, Any]]:
         """The Responses events of the turn, ``response.completed`` or ``response.failed`` last."""
         yield self._ended("response.created")
@@ -427,20 +531,22 @@ class _Reply:
                 for out in [*self._close(), *([] if shown == text else self._whole(text))]:
                     yield out
                 self.status, self.completed = "completed", int(time.time())
+                await self._kept()
                 yield self._ended("response.completed")
                 return  # the memory flush that follows is not the client's to wait for
             elif name == "error":
                 for out in self._close("incomplete"):
                     yield out
-                yield self._failed(str(data["code"]), str(data["message"]))
+                yield await self._failed(str(data["code"]), str(data["message"]))
                 return
         for out in self._close("incomplete"):
             yield out
-        yield self._failed("no_reply", "the turn ended without a reply")
+        yield await self._failed("no_reply", "the turn ended without a reply")
 
-    def _failed(self, code: str, message: str) -> dict[str, Any]:
+    async def _failed(self, code: str, message: str) -> dict[str, Any]:
         self.status = "failed"
         self.error = {"code": code, "message": message}
+        await self._kept()
         return self._ended("response.failed")
 
     async def sse(self, turn: TurnStream) -> AsyncIterator[bytes]:
