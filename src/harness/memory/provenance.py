@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from harness.kernel import Msg, SessionState, written_by_harness
 from harness.memory._files import digest
 from harness.memory.render import is_summary
-from harness.workspace.ledger import Ledger, Record, ledger_for
+from harness.workspace.ledger import Ledger, Record, ledger_for, user_key
 
 if TYPE_CHECKING:
     from harness.stores.base import BaseStore
@@ -718,7 +718,7 @@ class Provenance:
 
     @staticmethod
     def key(user_id: str | None) -> str:
-        return f"user:{user_id}" if user_id is not None else "shared"
+        return user_key(user_id)
 
     async def add(self, user_id: str | None, entries: Sequence[Entry]) -> None:
         """Record entries (before or right after the lines they describe are written)."""

@@ -101,7 +101,9 @@ def create_app(agent: HarnessAgent | AgentOpener, config: ServeConfig = DEFAULT_
             engine = await _engine(stack, turns, config) if config.engine else None
             limiter = Limiter(config.limits, served.workspace) if config.limits else None
             state = ServeState(
-                TurnStreams(turns, engine, limiter), config, Conversations(served.workspace)
+                TurnStreams(turns, engine, limiter),
+                config,
+                Conversations(served.workspace, served.sessions),
             )
             stack.push_async_callback(state.streams.aclose)  # before the agent closes
             app.include_router(openai_router(state))

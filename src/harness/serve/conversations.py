@@ -29,12 +29,13 @@ from typing import Final, Literal
 
 from harness.context import RuntimeContext
 from harness.kernel import Msg
-from harness.serve.streams import Ending, TurnStream, TurnStreams
+from harness.serve.streams import Ending, TurnStream
 from harness.serve.turns import TurnEvent
+from harness.session import SessionStore
 from harness.workspace import WorkspaceManager
-from harness.workspace.ledger import Record, ledger_for
+from harness.workspace.ledger import Record, ledger_for, user_key
 
-__all__ = ["Conversations", "Said", "new_session_id", "resent_session"]
+__all__ = ["Conversations", "Said", "new_session_id"]
 
 LEDGER_KIND: Final = "conversations"
 
@@ -55,12 +56,9 @@ def _digest(history: Sequence[Said]) -> str:
 class Conversations:
     """Finds the session a resent history continues, and records where each turn left one."""
 
-    def __init__(self, workspace: WorkspaceManager) -> None:
+    def __init__(self, workspace: WorkspaceManager, sessions: SessionStore) -> None:
         self.ledger = ledger_for(workspace, LEDGER_KIND)
-
-    @staticmethod
-    def _key(user: str | None) -> str:
-        return f"user:{user}" if user is not None else "shared"
+        self.sessions = sessions
 
     async def continued(self, user: str | None, history: Sequence[Said]) -> str | None:
         """The session whose last turn ended with ``history``, claimed for this request.
@@ -83,13 +81,13 @@ class Conversations:
             found.clear()
             return []
 
-        await self.ledger.change(self._key(user), claim)
+        await self.ledger.change(user_key(user), claim)
         return found[0] if found else None
 
     async def ended(self, user: str | None, session: str, history: Sequence[Said]) -> None:
         """Record that a turn of ``session`` ended with ``history``."""
         record = {"kind": "ended", "digest": _digest(history), "session": session}
-        await self.ledger.change(self._key(user), lambda _: [record])
+        await self.ledger.change(user_key(user), lambda _: [record])
 
     def ending(self, history: Sequence[Said], asked: str) -> Ending:
         """What a stateless request's turn records as it ends: the history it ended with.
@@ -111,15 +109,8 @@ class Conversations:
 
         return ended
 
-    async def start(
-        self, streams: TurnStreams, ctx: RuntimeContext, history: Sequence[Said], fresh: bool
-    ) -> None:
-        """Before a stateless request's turn: a new session keeps the history resent to it."""
-        if fresh and history:
+    async def seed(self, ctx: RuntimeContext, history: Sequence[Said]) -> None:
+        """A new session keeps the history resent to it, before its first turn."""
+        if history:
             messages = [Msg(role=role, content=text) for role, text in history]
-            await streams.turns.agent.sessions.save(ctx, messages)
-
-
-def resent_session(found: str | None, prefix: str) -> tuple[str, bool]:
-    """The session a stateless request continues, or a new one (and whether it is new)."""
-    return (found, False) if found is not None else (new_session_id(prefix), True)
+            await self.sessions.save(ctx, messages)

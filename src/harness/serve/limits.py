@@ -40,7 +40,7 @@ from typing import Any, Final
 from harness.errors import ConfigError, RequestRefused
 from harness.serve.metrics import count_limited
 from harness.workspace import WorkspaceManager
-from harness.workspace.ledger import Record, ledger_for
+from harness.workspace.ledger import Record, ledger_for, user_key
 
 __all__ = ["Limiter", "Price", "Spent", "UserLimits", "load_prices"]
 
@@ -219,7 +219,7 @@ class Limiter:
 
     def _key(self, user: str | None) -> str:
         day = datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
-        return f"{'user:' + user if user is not None else 'shared'}:{day}"
+        return f"{user_key(user)}:{day}"
 
     def _tomorrow(self) -> float:
         now = datetime.fromtimestamp(self.clock(), UTC)

@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import ConfigError, RequestRefused
-from harness.serve.conversations import Said, resent_session
+from harness.serve.conversations import Said
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.state import ServeState, until_disconnected
@@ -193,14 +193,10 @@ def openai_router(state: ServeState) -> APIRouter:
         text = new_turn(body.messages)
         output = requested_output(body.response_format, "response_format")
         named = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get("session_id")
-        history = [] if named else resent(body.messages)
-        found = await state.conversations.continued(user, history) if not named else None
-        session, fresh = (str(named), False) if named else resent_session(found, "chat")
-        ctx = state.context(user, session)
-        if not named:
-            await state.conversations.start(state.streams, ctx, history, fresh)
-        # Where this history leads now, for the client's next request (none named: stateless).
-        ending = state.conversations.ending(history, text) if not named else None
+        ctx, ending = await state.conversation(
+            user, str(named) if named else None, resent(body.messages), text, "chat"
+        )
+        session = ctx.session_id or ""
         turn = await state.streams.start(ctx, text, output=output, ending=ending)
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage, whole_text=output is not None)

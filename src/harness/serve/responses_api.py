@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.context import RuntimeContext
 from harness.errors import RequestRefused
-from harness.serve.conversations import Said, resent_session
+from harness.serve.conversations import Said
 from harness.serve.events import encode_sse
 from harness.serve.http import read_body
 from harness.serve.openai_api import (
@@ -62,7 +62,7 @@ from harness.serve.streams import TurnStream
 from harness.serve.turns import check_session_id, failure_status
 from harness.session import MESSAGES_FILE
 from harness.workspace import WorkspaceManager
-from harness.workspace.ledger import ledger_for
+from harness.workspace.ledger import ledger_for, user_key
 
 __all__ = ["ResponseStore", "response_id", "response_session", "responses_router"]
 
@@ -202,29 +202,32 @@ class ResponseStore:
     def __init__(self, workspace: WorkspaceManager) -> None:
         self.ledger = ledger_for(workspace, "responses")
 
-    @staticmethod
-    def _key(user: str | None) -> str:
-        return f"user:{user}" if user is not None else "shared"
-
     async def put(self, user: str | None, response: Mapping[str, Any], items: list[Any]) -> None:
         record = {"kind": "response", "response": dict(response), "input": items}
-        await self.ledger.change(self._key(user), lambda _: [record])
+        await self.ledger.change(user_key(user), lambda _: [record])
 
     async def get(self, user: str | None, ident: str) -> Mapping[str, Any] | None:
         """The record of response ``ident`` of ``user``; None if none, or deleted."""
         found: Mapping[str, Any] | None = None
-        for record in await self.ledger.records(self._key(user)):
+        for record in await self.ledger.records(user_key(user)):
             if record.get("kind") == "deleted" and record.get("id") == ident:
                 found = None
             elif record.get("kind") == "response" and record["response"].get("id") == ident:
                 found = record
         return found
 
+    async def found(self, user: str | None, ident: str) -> Mapping[str, Any]:
+        """The record of response ``ident`` of ``user``, or 404 ``response_not_found``."""
+        record = await self.get(user, ident)
+        if record is None:
+            raise _not_found(ident)
+        return record
+
     async def delete(self, user: str | None, ident: str) -> bool:
         """Forget response ``ident``; False when the user has none of that id."""
         if await self.get(user, ident) is None:
             return False
-        await self.ledger.change(self._key(user), lambda _: [{"kind": "deleted", "id": ident}])
+        await self.ledger.change(user_key(user), lambda _: [{"kind": "deleted", "id": ident}])
         return True
 
 
@@ -250,10 +253,7 @@ def responses_router(state: ServeState) -> APIRouter:
     @router.get("/v1/responses/{response_id}")
     async def retrieve(response_id: str, request: Request) -> dict[str, Any]:
         """A response this server made for the caller (``client.responses.retrieve``)."""
-        user = state.authenticate(request)
-        record = await kept.get(user, response_id)
-        if record is None:
-            raise _not_found(response_id)
+        record = await kept.found(state.authenticate(request), response_id)
         return dict(record["response"])
 
     @router.delete("/v1/responses/{response_id}")
@@ -267,10 +267,7 @@ def responses_router(state: ServeState) -> APIRouter:
     @router.get("/v1/responses/{response_id}/input_items")
     async def input_items(response_id: str, request: Request) -> dict[str, Any]:
         """The input items a response answered (``client.responses.input_items.list``)."""
-        user = state.authenticate(request)
-        record = await kept.get(user, response_id)
-        if record is None:
-            raise _not_found(response_id)
+        record = await kept.found(state.authenticate(request), response_id)
         items = list(reversed(record["input"]))  # newest first, as the API lists them
         first, last = (items[0]["id"], items[-1]["id"]) if items else (None, None)
         page = {"first_id": first, "last_id": last, "has_more": False}
@@ -284,16 +281,11 @@ def responses_router(state: ServeState) -> APIRouter:
         text = new_input(body.input)
         output = requested_output((body.text or {}).get("format"), "text.format")
         named = _session(request, body)
-        history = [] if named else resent_items(body.input)
-        found = await state.conversations.continued(user, history) if not named else None
-        session, fresh = (named, False) if named else resent_session(found, "resp")
-        ctx = state.context(user, session)
+        history = resent_items(body.input)
+        ctx, ending = await state.conversation(user, named, history, text, "resp")
+        session = ctx.session_id or ""
         if body.previous_response_id is not None and not await _has_messages(state, ctx):
             raise _not_found(body.previous_response_id)
-        if not named:
-            await state.conversations.start(state.streams, ctx, history, fresh)
-        # Where this history leads now, for the client's next request (none named: stateless).
-        ending = state.conversations.ending(history, text) if not named else None
         turn = await state.streams.start(ctx, text, output=output, ending=ending)
         keep = None if body.store is False else functools.partial(kept.put, user)
         reply = _Reply(name, session, body, keep)

@@ -7,7 +7,7 @@ asks of a session's turn besides (is one running, its events again, stop it) is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -16,9 +16,9 @@ from harness.context import RuntimeContext
 from harness.errors import RequestRefused, SessionBusy
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve.config import ServeConfig
-from harness.serve.conversations import Conversations
+from harness.serve.conversations import Conversations, Said, new_session_id
 from harness.serve.http import caller
-from harness.serve.streams import IdentifiedEvent, TurnStreams
+from harness.serve.streams import Ending, IdentifiedEvent, TurnStreams
 from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, read_log, replay, request_cancel
 from harness.serve.turns import Turns
 
@@ -50,6 +50,22 @@ class ServeState:
         if self.streams.limiter is not None:
             self.streams.limiter.admit_request(user)
         return user
+
+    async def conversation(
+        self, user: str | None, named: str | None, history: Sequence[Said], asked: str, prefix: str
+    ) -> tuple[RuntimeContext, Ending | None]:
+        """A request's context, and what its turn records as it ends (None: nothing).
+
+        The session ``named``; else the one its resent ``history`` continues, or a new one
+        (``<prefix>-<hex>``) that keeps it (:mod:`harness.serve.conversations`).
+        """
+        if named:
+            return self.context(user, named), None
+        found = await self.conversations.continued(user, history)
+        ctx = self.context(user, found or new_session_id(prefix))
+        if found is None:
+            await self.conversations.seed(ctx, history)
+        return ctx, self.conversations.ending(history, asked)
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
         try:

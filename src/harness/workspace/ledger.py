@@ -49,6 +49,7 @@ __all__ = [
     "StoreLedger",
     "View",
     "ledger_for",
+    "user_key",
 ]
 
 Record = dict[str, Any]
@@ -429,6 +430,11 @@ class MemoryLedger:
 _in_memory: weakref.WeakKeyDictionary[WorkspaceManager, dict[str, MemoryLedger]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def user_key(user_id: str | None) -> str:
+    """The key of a user's records in a per-user ledger (``shared``: calls without a user)."""
+    return f"user:{user_id}" if user_id is not None else "shared"
 
 
 def ledger_for(workspace: WorkspaceManager, kind: str, store: BaseStore | None = None) -> Ledger:
