@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import httpx2
 import pytest
@@ -254,9 +254,18 @@ def on_session(driver: webdriver.Chrome, session: str, testid: str) -> None:
     pytest.fail(f"the {testid} button of {session} could not be clicked")
 
 
+_DRAWERS: Final = {"side": "drawer-sessions", "trace-panel": "drawer-trace"}
+
+
 def open_drawer(driver: webdriver.Chrome, toggle: str, panel: str) -> None:
-    """On a phone, open a drawer (sessions, trace) with its header button; shown as it is else."""
-    if is_phone(driver) and not driver.find_element(By.ID, panel).is_displayed():
+    """On a phone, open a drawer (sessions, trace) with its header button; shown as it is else.
+
+    Whether it is open is the page's state (a class of ``#app``), not whether it is displayed:
+    a drawer that is sliding shut (a new chat closes it) is still displayed for a moment, and
+    a click was once skipped for it.
+    """
+    state = str(driver.find_element(By.ID, "app").get_attribute("class") or "").split()
+    if is_phone(driver) and _DRAWERS[panel] not in state:
         driver.find_element(By.ID, toggle).click()
     shown(driver, panel)
 
