@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import agents
 import httpx2
 import openai
 import pytest
@@ -568,6 +569,29 @@ async def test_text_format_gets_an_object_that_fits_from_prose_first(workspace: 
                 model="harness", input="Plan a trip", text_format=Trip
             )
     assert parsed.output_parsed == Trip(city="Porto", days=3)
+
+
+async def test_the_agents_sdks_output_type_gets_an_object_that_fits_from_prose_first(
+    workspace: Path,
+) -> None:
+    """The OpenAI Agents SDK's ``output_type`` over Responses (its default model) once failed
+    with a JSON parse error: the harness accepted ``text.format`` and ignored it."""
+    turns: list[dict[str, Any]] = [
+        {"match": "^Answer with only", "text": "Four days in Ghent, I would say."},
+        {"match": "no JSON value", "text": '{"city": "Ghent", "days": 4}'},
+    ]
+    with serving(workspace, ScriptedChatModel(turns), ServeConfig()) as server:
+        async with client(server) as api:
+            planner = agents.Agent(
+                name="planner",
+                instructions="Plan trips.",
+                output_type=Trip,
+                model=agents.OpenAIResponsesModel(model="harness", openai_client=api),
+            )
+            result = await agents.Runner.run(
+                planner, "Plan a trip", run_config=agents.RunConfig(tracing_disabled=True)
+            )
+    assert result.final_output == Trip(city="Ghent", days=4)
 
 
 async def test_a_response_is_retrieved_listed_and_deleted_by_its_user_alone(
