@@ -115,3 +115,26 @@ def test_a_missing_trace_exits_2_saying_where_it_looked(tmp_path: Path) -> None:
     other = runner.invoke(app, ["trace", SESSION, "-w", str(root), "-u", USER, "-a", "other"])
     assert other.exit_code == 2
     assert f"users/{USER}/agents/other/traces/{SESSION}.jsonl;" in other.stderr
+
+
+def test_prices_show_what_each_call_cost(tmp_path: Path) -> None:
+    root = traced_workspace(tmp_path)
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps({"scripted": {"input": 2.0, "output": 10.0}}))
+    args = ["trace", SESSION, "-w", str(root), "-u", USER, "--prices", str(table)]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    # each call: 250 tokens in at 2 and 25 out at 10 per million
+    assert re.findall(r"^totals: .*, cost ([\d.]+)$", result.stdout, re.MULTILINE) == [
+        "0.000750",
+        "0.000750",
+    ]
+    assert re.search(r"^session totals .*, cost 0\.001500$", result.stdout, re.MULTILINE)
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert [call["cost"] for call in data["calls"]] == [0.00075, 0.00075]
+
+    table.write_text(json.dumps({"another-model": {"input": 1.0, "output": 1.0}}))
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert ", cost" not in result.stdout  # an unknown price is not a cost of 0
+    assert f"no price in {table} for 'scripted': no cost shown" in result.stdout

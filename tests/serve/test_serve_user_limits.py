@@ -15,8 +15,8 @@ import pytest
 from _served import Served, scripted_agent, served
 
 from harness.errors import ConfigError
+from harness.models import load_prices
 from harness.serve import ApiKeys, Price, ServeConfig, UserLimits, add_key
-from harness.serve.limits import load_prices
 
 USAGE = {"input_tokens": 600, "output_tokens": 500}
 TURNS: list[dict[str, Any]] = [
@@ -116,7 +116,9 @@ def test_a_spent_day_refuses_new_turns_until_midnight(
             wait = refused(chat(first, "again", "a1"), "cost_limit")
             assert 0 < wait <= 86_400
             assert chat(second, "hello", "b1").status_code == 200
+            trace = first.get("/v1/sessions/a1/trace").json()
         assert limited_count(server, bob, "cost_limit") >= 1
+    assert [call["cost"] for call in trace["calls"]] == [0.6]  # priced as it was charged
     tokens = UserLimits(tokens_per_day=1_000)
     for server in limited(workspace, keys, tokens):  # the day's spending is kept: a restart
         with api(server, bob) as second:  # bob's first turn already spent 1,100

@@ -113,7 +113,8 @@ def _app(options: ServeOptions) -> Any:
 
 def _limits(options: ServeOptions) -> Any:
     """The per-user limits the options set; None when they set none."""
-    from harness.serve.limits import UserLimits, load_prices
+    from harness.models.prices import load_prices
+    from harness.serve.limits import UserLimits
 
     given = (options.limit_requests, options.limit_turns, options.limit_tokens, options.limit_cost)
     if all(value is None for value in given) and options.prices is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -33,6 +34,7 @@ from harness.cli._common import (
 )
 from harness.cli._output import out
 from harness.errors import ConfigError
+from harness.models.prices import load_prices
 from harness.observability import CallSummary, read_trace, summarize, total
 
 __all__ = ["timeline_table", "totals_line", "trace_command"]
@@ -51,6 +53,14 @@ def trace_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the records and totals as JSON.")
     ] = False,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help='Price table, JSON: {"<model>": {"input": ..., "output": ...}} per million; '
+            "each call's cost is shown.",
+        ),
+    ] = None,
 ) -> None:
     """Show a session's trace: every event of every call, and what each call cost."""
 
@@ -71,8 +81,9 @@ def trace_command(
             raise ConfigError(msg)
         return where, records
 
+    table = load_prices(prices) if prices is not None else None
     where, records = run_async(_read())
-    calls = summarize(records)
+    calls = summarize(records, table)
     if as_json:
         data = {
             "session_id": session,
@@ -100,6 +111,20 @@ def trace_command(
     if len(calls) > 1:
         out.print()
         out.print(f"session totals ({len(calls)} calls): {totals_line(total(calls))}", **PLAIN)
+    if table is not None and (unpriced := _unpriced(records, table)):
+        out.print(f"no price in {prices} for {', '.join(unpriced)}: no cost shown", **PLAIN)
+
+
+def _unpriced(records: Sequence[Record], prices: Mapping[str, Any]) -> list[str]:
+    """The models of steps that reported tokens and have no price, quoted."""
+    models = {
+        str(rec.get("model") or "")
+        for rec in records
+        if rec.get("event") == "PostReasoning"
+        and (rec.get("input_tokens") or rec.get("output_tokens"))
+        and str(rec.get("model") or "") not in prices
+    }
+    return [shortened(model) for model in sorted(models)]
 
 
 def _groups(records: Sequence[Record]) -> Iterator[tuple[str | None, list[Record]]]:
@@ -240,5 +265,9 @@ def totals_line(call: CallSummary) -> str:
         f"{call.output_tokens} out, time {call.latency_s:.3f}s (model {call.model_s:.3f}s, "
         f"tools {call.tools_s:.3f}s, other {call.other_s:.3f}s), {call.tool_calls} tool calls, "
         f"{call.tool_errors} tool errors, {call.evictions} evictions, "
-        f"{call.compactions} compactions, {call.errors} errors"
+        f"{call.compactions} compactions, {call.errors} errors{_cost(call)}"
     )
+
+
+def _cost(call: CallSummary) -> str:
+    return "" if call.cost is None else f", cost {call.cost:.6f}"

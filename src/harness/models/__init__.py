@@ -23,6 +23,7 @@ from harness.errors import ConfigError
 from harness.kernel import ChatModel
 from harness.models._overflow import looks_like_context_overflow
 from harness.models._shared import DEFAULT_LOCAL_CONTEXT_WINDOW
+from harness.models.prices import Price, cost_of, load_prices
 from harness.models.scripted import ScriptedChatModel, ScriptTurn
 
 if TYPE_CHECKING:
@@ -37,9 +38,12 @@ __all__ = [
     "AnthropicChatModel",
     "LocalChatModel",
     "OpenAIChatModel",
+    "Price",
     "ScriptTurn",
     "ScriptedChatModel",
     "context_window_from",
+    "cost_of",
+    "load_prices",
     "looks_like_context_overflow",
     "resolve_model",
 ]

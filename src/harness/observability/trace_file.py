@@ -50,6 +50,7 @@ model, in tools and elsewhere, counts), which ``harness trace`` prints.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,6 +59,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
+from harness.models.prices import Price, cost_of
 from harness.workspace import AGENTS_DIR, TRACES_DIR, WorkspaceManager, safe_segment, scoped
 
 __all__ = [
@@ -253,6 +255,9 @@ class CallSummary:
     evictions: int = 0
     compactions: int = 0
     errors: int = 0
+    cost: float | None = None
+    """What the call's model steps cost at the reader's price table; None without a table, or
+    when a step that reported tokens ran a model the table does not price."""
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready values."""
@@ -277,9 +282,12 @@ def _merged_length(intervals: list[tuple[float, float]]) -> float:
     return length
 
 
-def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallSummary:
+def _summarize_call(
+    call_id: str, records: Sequence[Mapping[str, Any]], prices: Mapping[str, Price] | None
+) -> CallSummary:
     fields: dict[str, Any] = {"call_id": call_id, "started": records[0].get("ts")}
     model_s, steps = 0.0, 0
+    cost: float | None = 0.0 if prices else None
     tokens = dict.fromkeys(_TOKEN_FIELDS, 0)
     tool_intervals: list[tuple[float, float]] = []
     tool_calls = tool_errors = evictions = compactions = errors = 0
@@ -292,6 +300,8 @@ def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallS
                 model_s += _number(rec.get("latency_s"))
                 for name in _TOKEN_FIELDS:
                     tokens[name] += int(_number(rec.get(name)))
+                if prices and cost is not None:
+                    cost = _plus(cost, _step_cost(prices, rec))
             case "PostActing":
                 tool_calls += 1
                 tool_errors += bool(rec.get("is_error"))
@@ -329,25 +339,46 @@ def _summarize_call(call_id: str, records: Sequence[Mapping[str, Any]]) -> CallS
         evictions=evictions,
         compactions=compactions,
         errors=errors,
+        cost=cost,
     )
 
 
-def summarize(records: Sequence[Mapping[str, Any]]) -> list[CallSummary]:
-    """Per-call totals, in the order the calls appear; records without a call are left out."""
+def _step_cost(prices: Mapping[str, Price], rec: Mapping[str, Any]) -> float | None:
+    """A step's cost; None when it reported tokens of a model without a price."""
+    given = int(_number(rec.get("input_tokens"))), int(_number(rec.get("output_tokens")))
+    priced = cost_of(prices, rec.get("model"), *given)
+    if priced is None and not any(given):
+        return 0.0  # no usage reported: nothing to price
+    return priced
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
+def summarize(
+    records: Sequence[Mapping[str, Any]], prices: Mapping[str, Price] | None = None
+) -> list[CallSummary]:
+    """Per-call totals, in the order the calls appear; records without a call are left out.
+
+    With ``prices`` (the operator's table, :func:`harness.models.load_prices`), each call's
+    ``cost`` too.
+    """
     calls: dict[str, list[Mapping[str, Any]]] = {}
     for rec in records:
         call_id = rec.get("call_id")
         if isinstance(call_id, str):
             calls.setdefault(call_id, []).append(rec)
-    return [_summarize_call(call_id, recs) for call_id, recs in calls.items()]
+    return [_summarize_call(call_id, recs, prices) for call_id, recs in calls.items()]
 
 
 def total(calls: Sequence[CallSummary]) -> CallSummary:
     """The sums over ``calls`` (``call_id`` ``"total"``; outcome ``error`` if any failed)."""
     summed = CallSummary(call_id="total", started=calls[0].started if calls else None)
-    numeric = [name for name in CallSummary.__slots__ if name not in ("call_id", "started")]
-    numeric.remove("outcome")
-    values = {name: sum(getattr(call, name) for call in calls) for name in numeric}
+    summed_apart = ("call_id", "started", "outcome", "cost")
+    numeric = [name for name in CallSummary.__slots__ if name not in summed_apart]
+    values: dict[str, Any] = {name: sum(getattr(call, name) for call in calls) for name in numeric}
+    values["cost"] = functools.reduce(_plus, (call.cost for call in calls), 0.0 if calls else None)
     outcome = (
         "error"
         if any(c.outcome == "error" for c in calls)

@@ -5,11 +5,12 @@ Needs the ``serve`` extra (FastAPI and uvicorn). ``docs/serve.md`` documents the
 events, the keys and what a disconnect does.
 """
 
+from harness.models.prices import Price
 from harness.serve.app import AgentOpener, create_app
 from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.events import MAX_TOOL_OUTPUT_CHARS
 from harness.serve.keys import KEYS_ENV, ApiKeys, add_key, digest, new_key
-from harness.serve.limits import Price, UserLimits
+from harness.serve.limits import UserLimits
 from harness.serve.openai_api import SESSION_HEADER
 
 __all__ = [

@@ -68,6 +68,7 @@ def native_router(state: ServeState) -> APIRouter:
     router = APIRouter(prefix="/v1")
     agent = state.turns.agent
     catalogue = SessionCatalogue(agent.workspace, agent.name)
+    prices = state.config.limits.prices if state.config.limits else None
 
     @router.post("/sessions/{session_id}/turns", response_model=None)
     async def start_turn(session_id: str, request: Request) -> Response:
@@ -182,7 +183,7 @@ def native_router(state: ServeState) -> APIRouter:
             raise _not_found("trace of session", session_id)
         return {
             "session_id": session_id,
-            "calls": [call.as_dict() for call in summarize(records)],
+            "calls": [call.as_dict() for call in summarize(records, prices)],
             "records": records[-2_000:],
         }
 

@@ -27,69 +27,24 @@ checked when a turn starts, so a long turn may go past it by what it spends.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Final
 
 from harness.errors import ConfigError, RequestRefused
+from harness.models.prices import Price, cost_of
 from harness.serve.metrics import count_limited
 from harness.workspace import WorkspaceManager
 from harness.workspace.ledger import Record, ledger_for, user_key
 
-__all__ = ["Limiter", "Price", "Spent", "UserLimits", "load_prices"]
+__all__ = ["Limiter", "Spent", "UserLimits"]
 
 LEDGER_KIND: Final = "usage"
 _MINUTE: Final = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    """What a model's tokens cost, per million (in the operator's currency)."""
-
-    input_per_million: float
-    output_per_million: float
-
-    def __post_init__(self) -> None:
-        for name in ("input_per_million", "output_per_million"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"a price's {name} must be a number of 0 or more, not {value!r}")
-
-    def of(self, input_tokens: int, output_tokens: int) -> float:
-        per_token = input_tokens * self.input_per_million + output_tokens * self.output_per_million
-        return per_token / 1_000_000
-
-
-def load_prices(path: Path) -> dict[str, Price]:
-    """The price table of a JSON file, in the operator's currency per million tokens.
-
-    ``{"<model>": {"input": 0.15, "output": 0.6}}``.
-
-    Raises:
-        ConfigError: It cannot be read, or is not such a table (saying which entry).
-    """
-    try:
-        table = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"cannot read the price table {path}: {exc}") from None
-    if not isinstance(table, dict):
-        raise ConfigError(f"the price table {path} must be a JSON object of models")
-    prices: dict[str, Price] = {}
-    for model, price in table.items():
-        if not isinstance(price, dict) or set(price) != {"input", "output"}:
-            msg = (
-                f"the price of {model!r} in {path} must be "
-                '{"input": <per million>, "output": <per million>}'
-            )
-            raise ConfigError(msg)
-        prices[model] = Price(price["input"], price["output"])
-    return prices
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +156,7 @@ class Limiter:
         for step in steps:
             given = _count(step.get("input_tokens")), _count(step.get("output_tokens"))
             tokens += sum(given)
-            price = self.limits.prices.get(str(step.get("model") or ""))
-            cost += price.of(*given) if price is not None else 0.0
+            cost += cost_of(self.limits.prices, step.get("model"), *given) or 0.0
         return tokens, cost
 
     async def charge(self, user: str | None, steps: Sequence[Mapping[str, Any]]) -> None:
