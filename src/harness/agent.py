@@ -38,6 +38,7 @@ from harness.errors import ContextOverflowError, HarnessError, OutputInvalid, Un
 from harness.filesystem.base import AbstractFilesystem
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
+    OUTPUT_SCHEMA,
     SYNTHETIC,
     ChatModel,
     Ended,
@@ -51,6 +52,7 @@ from harness.kernel import (
     Tool,
     Toolkit,
     as_messages,
+    constrains_output,
     ended,
     unanswered_calls,
     written_by_harness,
@@ -246,8 +248,13 @@ class HarnessAgent:
         output: OutputSpec,
     ) -> AsyncGenerator[StreamItem, None]:
         """The turn, asked again while its answer does not fit ``output`` (module structured)."""
+        # A model that can hold its answer to the schema is given it (the local model's grammar).
+        held = {OUTPUT_SCHEMA: dict(output.schema)} if constrains_output(self.model) else None
         for attempt in range(output.retries + 1):
-            async for item in self.delegate.stream(msgs, ctx=ctx, memory=memory, state=state):
+            stream = self.delegate.stream(
+                msgs, ctx=ctx, memory=memory, state=state, model_options=held
+            )
+            async for item in stream:
                 if not isinstance(item, Finished):
                     yield self._advised(item)
                     continue

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from _outcomes import answer
 from conftest import local_weights
@@ -25,7 +26,11 @@ from harness.errors import ConfigError, ModelError
 from harness.kernel import (
     ChatChunk,
     ChatResponse,
+    Event,
+    Finished,
+    Hook,
     Msg,
+    PreReasoning,
     TextBlock,
     ToolResultBlock,
     ToolSchema,
@@ -383,3 +388,42 @@ async def test_a_harness_agent_turn_with_the_local_model(weights: Path, workspac
     assert reply.text.strip()
     saved = workspace / "users" / "ada" / "agents" / agent.name / "context" / "offline"
     assert any(saved.iterdir()), f"the session was not saved under {saved}"
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+async def test_a_structured_turn_holds_the_local_models_answer_to_the_schema(
+    weights: Path, workspace: Path
+) -> None:
+    """Unheld, the 135M model answers prose to "answer with only JSON": the grammar makes its
+    first answer fit, so the turn takes one model step and no correction."""
+    options = {"max_tokens": 64, "tool_choice": "none"}  # as the bundled weights run
+    local = LocalChatModel(weights, n_ctx=DEFAULT_LOCAL_CONTEXT_WINDOW, options=options)
+    steps: list[int] = []
+
+    class Watched(Hook):
+        async def on_event(self, event: Event) -> None:
+            if isinstance(event, PreReasoning):
+                steps.append(event.step)
+
+    async with HarnessAgent(
+        model=local, workspace=workspace, memory=None, hooks=[Watched()]
+    ) as agent:
+        ended = await agent.call("Which city is the capital of France?", output=City)
+
+    assert isinstance(ended, Finished), ended
+    assert isinstance(ended.output, City)
+    assert City.model_validate_json(ended.reply.text) == ended.output
+    assert steps == [0]  # one model step: no correction was needed
+
+
+async def test_a_schema_the_grammar_cannot_hold_leaves_the_answer_free(
+    model: LocalChatModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    odd = {"type": "string", "pattern": "(?<=a)b"}  # a lookbehind: llama.cpp's converter refuses
+    response = await complete(model, [user("Say hi.")], (), output_schema=odd)
+    assert text_of(response).strip()
+    assert "cannot hold" in caplog.text

@@ -4,7 +4,9 @@ fails saying why; a model whose first answer is prose is asked again with what i
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -13,7 +15,15 @@ from typer.testing import CliRunner
 from harness import HarnessAgent, OutputInvalid, RuntimeContext
 from harness.cli.main import app
 from harness.errors import ConfigError
-from harness.kernel import Ended, Finished
+from harness.kernel import (
+    OUTPUT_SCHEMA,
+    ChatChunk,
+    ChatResponse,
+    Ended,
+    Finished,
+    Msg,
+    ToolSchema,
+)
 from harness.memory.provenance import Trust, message_trust
 from harness.models import ScriptedChatModel
 
@@ -67,6 +77,39 @@ async def test_an_answer_that_never_fits_fails_naming_the_last_problem(workspace
         other = RuntimeContext(session_id="t")
         fits = finished(await harness.call("ok?", ctx=other, output={"type": "object"}))
     assert fits.output == {"ok": "yes"}
+
+
+class Holding(ScriptedChatModel):
+    """A scripted model that says it holds its answers to a schema, and keeps its options."""
+
+    constrains_output = True
+
+    def __init__(self, turns: list[dict[str, object]]) -> None:
+        super().__init__(turns)
+        self.options: list[dict[str, Any]] = []
+
+    async def stream(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSchema], **options: Any
+    ) -> AsyncIterator[ChatChunk | ChatResponse]:
+        self.options.append(options)
+        async for item in super().stream(messages, tools):
+            yield item
+
+
+async def test_a_model_that_holds_its_answer_gets_the_schema_at_every_step_of_the_turn(
+    workspace: Path,
+) -> None:
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "list_files", "input": {}}]},
+        {"text": '{"name": "Oslo", "population": 700000}'},
+        {"text": "Plain words."},
+    ]
+    holding = Holding(turns)
+    async with HarnessAgent(model=holding, workspace=workspace, memory=None) as harness:
+        finished(await harness.call("Which city?", ctx=CTX, output=City))
+        finished(await harness.call("And now?", ctx=CTX))  # a plain turn is held to nothing
+    schema = City.model_json_schema()
+    assert holding.options == [{OUTPUT_SCHEMA: schema}, {OUTPUT_SCHEMA: schema}, {}]
 
 
 def test_an_output_that_is_no_type_or_schema_is_refused_at_once(workspace: Path) -> None:

@@ -119,6 +119,7 @@ class _Call:
     memory: list[Msg]
     state: SessionState
     emit: Emit | None
+    model_options: Mapping[str, Any]
 
     def about(self) -> dict[str, Any]:
         """What every event of the call carries (:class:`~harness.kernel.Event`'s fields)."""
@@ -191,6 +192,7 @@ class ReActAgent:
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
         state: SessionState | None = None,
+        model_options: Mapping[str, Any] | None = None,
     ) -> Ended:
         """Run one call to its end: :meth:`stream`, consumed.
 
@@ -203,12 +205,17 @@ class ReActAgent:
             memory: The conversation to continue and extend; the agent's own ``memory`` if None.
             state: What the hooks keep about the conversation; the agent's own ``state`` if
                 None.
+            model_options: Options for every model request of this call (such as a local
+                model's ``output_schema``), under the kernel's own ``tool_choice``.
 
         Raises:
             AgentInterrupted: :meth:`interrupt` stopped the call.
             ModelError: The model failed (see its subclasses).
         """
-        return await ended(self.stream(msgs, ctx=ctx, memory=memory, state=state))
+        streamed = self.stream(
+            msgs, ctx=ctx, memory=memory, state=state, model_options=model_options
+        )
+        return await ended(streamed)
 
     async def stream(
         self,
@@ -217,6 +224,7 @@ class ReActAgent:
         ctx: RuntimeContext | None = None,
         memory: list[Msg] | None = None,
         state: SessionState | None = None,
+        model_options: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         """Run one call, yielding deltas and tool activity as they happen, then its outcome.
 
@@ -233,6 +241,7 @@ class ReActAgent:
                 self.memory if memory is None else memory,
                 self.state if state is None else state,
                 emit=queue.put_nowait,
+                model_options=model_options or {},
             )
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -261,11 +270,12 @@ class ReActAgent:
         memory: list[Msg],
         state: SessionState,
         emit: Emit | None,
+        model_options: Mapping[str, Any],
     ) -> Outcome:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
-        call = _Call(new_call_id(), self.name, ctx, memory, state, emit)
+        call = _Call(new_call_id(), self.name, ctx, memory, state, emit, model_options)
         streaming = STREAM.set(emit)
         try:
             # Tool calls left unanswered by the previous call (paused for an approval) are
@@ -339,7 +349,9 @@ class ReActAgent:
             event = await self._request(call, step, final=final)
             # The last step still describes the tools (providers reject tool calls in a history
             # without tool definitions) but tells the model not to call them.
-            options = {"tool_choice": "none"} if final and event.tools else {}
+            options = dict(call.model_options)
+            if final and event.tools:
+                options["tool_choice"] = "none"
             started = time.perf_counter()
             streamed = False
             response: ChatResponse | None = None

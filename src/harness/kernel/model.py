@@ -25,12 +25,14 @@ __all__ = [
     "CACHE_KEY",
     "CACHE_PREFIX_BLOCKS",
     "INVALID_ARGUMENTS_KEY",
+    "OUTPUT_SCHEMA",
     "ChatChunk",
     "ChatModel",
     "ChatResponse",
     "ToolSchema",
     "Usage",
     "complete",
+    "constrains_output",
 ]
 
 INVALID_ARGUMENTS_KEY: Final = "__invalid_arguments__"
@@ -122,6 +124,18 @@ class ToolSchema:
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=dict)
+
+
+OUTPUT_SCHEMA: Final = "output_schema"
+"""The request option holding the JSON schema a structured turn's answer must fit
+(:mod:`harness.structured`). Only a model that declares ``constrains_output = True`` is given
+it, and holds its text answers to the schema (the local model, by a grammar); any other model
+is told the schema in words, and its answer checked all the same."""
+
+
+def constrains_output(model: object) -> bool:
+    """Whether ``model`` takes :data:`OUTPUT_SCHEMA` and holds its text answers to it."""
+    return getattr(model, "constrains_output", False) is True
 
 
 @runtime_checkable

@@ -25,6 +25,11 @@ Why it is built the way it is:
   ``"none"`` offers no tools. (llama-cpp-python's ``chatml-function-calling`` handler cannot
   stream an automatic choice, and its message branch, held by the wrong grammar, comes back
   empty: so the steps are driven here, on ``create_completion``.)
+- **Structured output by grammar.** A structured turn's schema
+  (:data:`~harness.kernel.OUTPUT_SCHEMA`, ``constrains_output``) holds the message to a grammar
+  made from it, so even the bundled 135M model answers with JSON that fits; a schema the
+  grammar cannot express (llama.cpp's converter refuses it) leaves the message free, and the
+  harness checks the answer as for any model.
 - **Prompt format.** Turns are ChatML, which SmolLM2 and many small models use. A GGUF model
   trained on another template answers worse; serve it with ``llama_cpp.server`` and its own
   chat format, and use ``openai:<name>`` instead.
@@ -44,10 +49,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
 
 from harness.errors import ConfigError, ModelError, install_hint
 from harness.kernel import (
+    OUTPUT_SCHEMA,
     ChatChunk,
     ChatResponse,
     ContentBlock,
@@ -103,6 +109,7 @@ _OPTIONS: Final = frozenset(
         "frequency_penalty",
         "max_tokens",
         "min_p",
+        OUTPUT_SCHEMA,
         "presence_penalty",
         "repeat_penalty",
         "seed",
@@ -134,6 +141,8 @@ def bundled_weights() -> Path:
 class LocalChatModel:
     """A GGUF model run in-process by llama-cpp-python.
 
+    Its text answers can be held to a JSON schema (``constrains_output``, module docs).
+
     Args:
         model_path: A GGUF file; the bundled SmolLM2-135M-Instruct weights by default.
         n_ctx: The context size in tokens (what fits in one request: prompt, tools, answer).
@@ -148,6 +157,8 @@ class LocalChatModel:
             installs it), or the file is missing or not a GGUF file.
         ValueError: ``n_ctx`` or ``n_threads`` is not positive, or an option is unknown.
     """
+
+    constrains_output: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -206,8 +217,11 @@ class LocalChatModel:
         """
         sampling = {**self._options, **_checked(options)}
         choice = _tool_choice(sampling.pop("tool_choice", "auto"), tools)
+        schema = sampling.pop(OUTPUT_SCHEMA, None)
         offered = tools if choice != "none" else ()
-        plan = _Plan(self._name, render(messages, offered), tuple(offered), choice, sampling)
+        prompt = render(messages, offered)
+        held = json.dumps(schema) if schema else ""
+        plan = _Plan(self._name, prompt, tuple(offered), choice, sampling, held)
         loaded = await _load(self._key)
         try:
             async for item in loaded.answer(plan):
@@ -236,6 +250,7 @@ class _Plan:
     tools: tuple[ToolSchema, ...]
     choice: str  # "none", "auto", "required", or the name of the function to call
     sampling: Mapping[str, Any]
+    output_schema: str = ""  # JSON: the schema a message is held to (structured output)
 
     def generate(self, llama: Llama, emit: Callable[[str], bool]) -> ChatResponse:
         """Run the plan (blocking); ``emit`` gets each text delta and says whether to go on."""
@@ -258,9 +273,10 @@ class _Plan:
         prompt = f"{self.prompt}{MESSAGE}:\n" if self.tools else self.prompt
         parts: list[str] = []
         stop_reason: str | None = None
+        held = self._held()
         chunks = cast(
             "Generator[dict[str, Any]]",
-            llama.create_completion(prompt, stream=True, **self._sampling()),
+            llama.create_completion(prompt, stream=True, grammar=held, **self._sampling()),
         )
         with closing(chunks):  # leaving early ends the generation there
             for chunk in chunks:
@@ -304,6 +320,16 @@ class _Plan:
             model=self.model,
             stop_reason="tool_calls",
         )
+
+    def _held(self) -> LlamaGrammar | None:
+        """The grammar of the output schema, if one is asked for and llama.cpp can make it."""
+        if not self.output_schema:
+            return None
+        try:
+            return _grammar(json_schema=self.output_schema)
+        except Exception as exc:  # llama.cpp's converter: ValueError, and others for odd schemas
+            logger.warning("the output schema cannot hold %s to a grammar: %s", self.model, exc)
+            return None
 
     def _complete(
         self, llama: Llama, prompt: str, *, grammar: LlamaGrammar, **overrides: Any
