@@ -819,9 +819,10 @@ _MARKDOWNISH = st.lists(
 
 _CHECK_RENDERED = """
 const TAGS = new Set(["DIV", "P", "H1", "H2", "H3", "H4", "H5", "H6", "STRONG", "EM", "DEL",
-  "CODE", "PRE", "UL", "OL", "LI", "A", "BLOCKQUOTE", "HR", "BR", "SPAN", "BUTTON"]);
+  "CODE", "PRE", "UL", "OL", "LI", "A", "BLOCKQUOTE", "HR", "BR", "SPAN", "BUTTON", "TABLE",
+  "THEAD", "TBODY", "TR", "TH", "TD"]);
 const ATTRIBUTES = {A: ["href", "rel", "target"], OL: ["start"], DIV: ["class", "data-testid"],
-  SPAN: ["class"], BUTTON: ["type", "class", "data-testid"]};
+  SPAN: ["class"], BUTTON: ["type", "class", "data-testid"], TH: ["class"], TD: ["class"]};
 const sink = document.createElement("div");
 sink.hidden = true;
 document.body.append(sink);

@@ -24,6 +24,7 @@ from harness.memory.presentation import search_memory
 from harness.memory.provenance import Decision, excluded_record
 from harness.observability import read_trace, summarize
 from harness.serve.events import encode_sse, message_json
+from harness.serve.highlight import Highlighter, HighlightRequest
 from harness.serve.http import read_body
 from harness.serve.state import ServeState
 from harness.serve.streams import IdentifiedEvent
@@ -68,6 +69,7 @@ def native_router(state: ServeState) -> APIRouter:
     router = APIRouter(prefix="/v1")
     agent = state.turns.agent
     catalogue = SessionCatalogue(agent.workspace, agent.name)
+    highlighter = Highlighter()
     prices = state.config.limits.prices if state.config.limits else None
 
     @router.post("/sessions/{session_id}/turns", response_model=None)
@@ -269,6 +271,17 @@ def native_router(state: ServeState) -> APIRouter:
         except KeyError:
             raise _not_found("memory entry", entry_id, code="entry_not_found") from None
         return {**entry.as_record(), "decision": body.decision}
+
+    @router.post("/highlight")
+    async def highlight(request: Request) -> dict[str, Any]:
+        """A reply's code blocks as runs of (class, text), for the page to color.
+
+        Pygments, in a thread, within limits (:mod:`harness.serve.highlight`); reads nothing of
+        the user's, but wants the key all the same, so the server lexes for its users only.
+        """
+        state.authenticate(request)
+        body = await read_body(request, HighlightRequest, state.config)
+        return {"blocks": await highlighter.highlight(body.blocks)}
 
     def _ctx(request: Request, session_id: str) -> RuntimeContext:
         return state.context(state.authenticate(request), session_id)

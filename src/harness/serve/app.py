@@ -42,6 +42,7 @@ from harness.serve.config import DEFAULT_SERVE, ServeConfig
 from harness.serve.conversations import Conversations
 from harness.serve.events import error_code
 from harness.serve.guard import RequestGuard
+from harness.serve.highlight import HighlightRequest
 from harness.serve.http import HeaderLimit, RequestLog, caller, error_response, json_body
 from harness.serve.limits import Limiter
 from harness.serve.openai_api import ChatRequest, openai_router
@@ -236,6 +237,7 @@ _BODIES: Final[dict[tuple[str, str], type[BaseModel]]] = {
     ("POST", "/v1/sessions/{session_id}/approvals"): DecisionsRequest,
     ("PATCH", "/v1/sessions/{session_id}"): RenameRequest,
     ("POST", "/v1/memory/review/{entry_id}"): ReviewRequest,
+    ("POST", "/v1/highlight"): HighlightRequest,
 }
 """The JSON body each route reads (by ``read_body``), for the OpenAPI schema."""
 
