@@ -34,7 +34,13 @@ from harness.compaction import (
     ToolResultEvictionConfig,
 )
 from harness.context import DEFAULT_SESSION_ID, RuntimeContext
-from harness.errors import ContextOverflowError, HarnessError, OutputInvalid, UnknownApproval
+from harness.errors import (
+    CannotRewind,
+    ContextOverflowError,
+    HarnessError,
+    OutputInvalid,
+    UnknownApproval,
+)
 from harness.filesystem.base import AbstractFilesystem
 from harness.kernel import (
     DEFAULT_MAX_ITERS,
@@ -64,6 +70,7 @@ from harness.options import DEFAULT_AGENT_NAME, AgentOptions, default_workspace
 from harness.session import EVERY_CALL, SessionFsync
 from harness.session.keys import session_key
 from harness.session.lease import DEFAULT_SESSION_WAIT, FileLeases, SessionLeases
+from harness.session.rewinds import rewind_point, set_aside
 from harness.stores.base import BaseStore
 from harness.structured import OutputSpec, OutputType, check, correction, instruction
 from harness.subagents import DEFAULT_SUBAGENTS, Declaration, SubagentsConfig, spawn_depth
@@ -173,6 +180,7 @@ class HarnessAgent:
         *,
         ctx: RuntimeContext | None = None,
         output: OutputType | OutputSpec | None = None,
+        rewind: bool = False,
     ) -> Ended:
         """Continue the context's session with new input; returns how the turn ended.
 
@@ -187,8 +195,12 @@ class HarnessAgent:
             output: A pydantic model or a JSON schema the final answer must fit
                 (:mod:`harness.structured`): ``Finished.output`` is then the value, and an
                 answer that never fits raises :class:`~harness.errors.OutputInvalid`.
+            rewind: The input replaces the session's last input, and what followed it: a
+                chat's "edit" (or, with the same text, "regenerate"). What it replaces is kept
+                in the session's ``rewound.jsonl`` (:mod:`harness.session.rewinds`); a session
+                with nothing to replace raises :class:`~harness.errors.CannotRewind`.
         """
-        return await ended(self.stream(msgs, ctx=ctx, output=output))
+        return await ended(self.stream(msgs, ctx=ctx, output=output, rewind=rewind))
 
     def stream(
         self,
@@ -196,19 +208,23 @@ class HarnessAgent:
         *,
         ctx: RuntimeContext | None = None,
         output: OutputType | OutputSpec | None = None,
+        rewind: bool = False,
     ) -> AsyncGenerator[StreamItem, None]:
         """Continue the context's session, yielding deltas and tool activity, then the outcome.
 
         The last item is the turn's outcome (:mod:`harness.kernel.outcome`), a failure
         included. A call refused before its turn began raises instead, as :meth:`call` does:
         input that is not a message, a session another call keeps past ``session_wait``
-        (:class:`~harness.errors.SessionBusy`), a session that cannot be read. The session's
+        (:class:`~harness.errors.SessionBusy`), a session that cannot be read, a ``rewind``
+        with nothing to replace (:class:`~harness.errors.CannotRewind`). The session's
         messages and state are loaded under its lease and saved as the turn goes
         (:mod:`harness.hooks.session_persistence`); a context overflow is compacted and the step
         tried again when ``compaction`` is on (:mod:`harness.hooks.compaction`).
         """
+        if rewind and not as_messages(msgs):
+            raise CannotRewind("a rewind replaces the session's last input: give the new input")
         spec = OutputSpec.of(output) if output is not None else None
-        return self._stream(msgs, self._bind(ctx), output=spec)  # no layer between
+        return self._stream(msgs, self._bind(ctx), output=spec, rewind=rewind)  # no layer between
 
     async def _stream(
         self,
@@ -217,6 +233,7 @@ class HarnessAgent:
         *,
         resuming: bool = False,
         output: OutputSpec | None = None,
+        rewind: bool = False,
     ) -> AsyncGenerator[StreamItem, None]:
         # The memory work the call leaves behind starts once it has returned (and let go of
         # the session), not beside its last save.
@@ -231,6 +248,10 @@ class HarnessAgent:
                     # the turn's reply stands, and the model is not asked again.
                     yield Finished(_last_reply(memory, ctx))
                     return
+                if rewind:
+                    cut = rewind_point(memory)  # before anything is set aside
+                    await set_aside(self.workspace, self.sessions.directory(ctx), memory[cut:])
+                    del memory[cut:]
                 if output is not None:
                     asked = [*as_messages(msgs), instruction(output)]
                     async for item in self._structured(asked, ctx, memory, state, output):

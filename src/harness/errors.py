@@ -17,6 +17,7 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── UnknownApproval             no pending approval of the session has that id
     ├── ApprovalConflict            an approval was already decided otherwise
     ├── InvalidDecision             a decision its rule or its tool's schema refuses
+    ├── CannotRewind                no last message to replace, or calls after it wait (ValueError)
     ├── OutputInvalid               the answer did not fit the asked output type, after retries
     ├── InvalidText                 input that cannot be stored as text (a lone surrogate)
     ├── WorkspaceError
@@ -51,6 +52,7 @@ from pathlib import Path
 __all__ = [
     "AgentInterrupted",
     "ApprovalConflict",
+    "CannotRewind",
     "ConfigError",
     "ContextOverflowError",
     "EngineUnavailable",
@@ -190,6 +192,10 @@ class InvalidDecision(HarnessError, ValueError):
 
     A kind its rule does not allow, or edited arguments the tool's schema refuses.
     """
+
+
+class CannotRewind(HarnessError, ValueError):
+    """A turn asked to replace the session's last input: there is none, or calls wait after it."""
 
 
 class OutputInvalid(HarnessError):

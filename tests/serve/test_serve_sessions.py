@@ -154,3 +154,26 @@ def test_a_chat_stream_carries_tool_activity_that_standard_clients_skip(server: 
     )
     chunks = list(chat.stream("Which files are there?"))
     assert "".join(str(c.content) for c in chunks) == "There are folders."
+
+
+async def test_a_turn_that_rewinds_replaces_the_last_message_and_its_answer(
+    server: Served,
+) -> None:
+    """The page's edit and regenerate: the new input takes the last one's place."""
+    async with as_user(server, ALICE) as api:
+        refused = await api.post("/v1/sessions/r/turns", json={"input": "hi", "rewind": True})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "nothing_to_rewind"
+        await turn(api, "r", "Remember this.")
+        await turn(api, "r", "Which files are here?")
+        body = {"input": "Remember that instead.", "rewind": True}
+        async with api.stream("POST", "/v1/sessions/r/turns", json=body) as r:
+            assert r.status_code == 200
+            await r.aread()
+        shown = (await api.get("/v1/sessions/r")).json()["messages"]
+    assert [(m["role"], m["text"]) for m in shown if m["text"]] == [
+        ("user", "Remember this."),
+        ("assistant", "Noted."),
+        ("user", "Remember that instead."),
+        ("assistant", "Noted."),
+    ]

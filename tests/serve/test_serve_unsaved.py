@@ -49,8 +49,9 @@ class ReplyThenUnsaved(HarnessAgent):
         *,
         ctx: RuntimeContext | None = None,
         output: OutputType | OutputSpec | None = None,
+        rewind: bool = False,
     ) -> AsyncGenerator[StreamItem, None]:
-        async for item in super().stream(msgs, ctx=ctx, output=output):
+        async for item in super().stream(msgs, ctx=ctx, output=output, rewind=rewind):
             yield item
         raise TurnNotSaved(LOST)
 

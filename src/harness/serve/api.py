@@ -41,6 +41,8 @@ class TurnRequest(BaseModel):
     input: str
     detach: bool = False
     """The turn goes on when the client leaves; ``GET .../events`` picks it up again."""
+    rewind: bool = False
+    """``input`` replaces the session's last input and what followed it (edit, regenerate)."""
 
 
 class RenameRequest(BaseModel):
@@ -77,7 +79,7 @@ def native_router(state: ServeState) -> APIRouter:
         user = state.authenticate(request)
         ctx = state.context(user, session_id)
         body = await read_body(request, TurnRequest, state.config)
-        turn = await state.streams.start(ctx, body.input, detach=body.detach)
+        turn = await state.streams.start(ctx, body.input, detach=body.detach, rewind=body.rewind)
         return _streamed(turn.identified(state.config.ping_seconds), turn.closing())
 
     @router.get("/sessions/{session_id}/events", response_model=None)

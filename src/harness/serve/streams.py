@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.background import BackgroundTask
 
 from harness.context import RuntimeContext
-from harness.errors import RequestRefused, SessionBusy
+from harness.errors import CannotRewind, RequestRefused, SessionBusy
 from harness.kernel.cancelling import cancel_and_wait
 from harness.serve.metrics import TURN_METRICS
 from harness.serve.turn_log import (
@@ -36,6 +36,7 @@ from harness.serve.turn_log import (
     event_id,
 )
 from harness.serve.turns import TurnEvent, Turns
+from harness.session.rewinds import rewind_point
 
 if TYPE_CHECKING:
     from harness.serve.engine import EngineTurns
@@ -76,6 +77,7 @@ class TurnStreams:
         *,
         detach: bool = False,
         output: OutputSpec | None = None,
+        rewind: bool = False,
         ending: Ending | None = None,
     ) -> TurnStream:
         """Start a turn; once this returns it holds the session and has sent ``turn.started``.
@@ -83,6 +85,7 @@ class TurnStreams:
         ``text`` is the new turn's input, checked here; None continues a turn that paused for
         approval (its decisions recorded). ``detach``: the turn goes on when its client leaves.
         ``output``: the output type the answer must fit (:mod:`harness.structured`).
+        ``rewind``: the text replaces the session's last input (:mod:`harness.session.rewinds`).
         ``ending``: awaited with the turn's last event before anyone reads it (so a client
         that sends its next request at once finds what it recorded).
 
@@ -90,7 +93,8 @@ class TurnStreams:
             RequestRefused: 413 or 400 for input that cannot be a turn; 409
                 ``approvals_pending`` for a new turn of a session that waits for decisions;
                 409 ``session_busy`` when another turn kept the session for ``session_wait``
-                seconds.
+                seconds; 400 ``nothing_to_rewind`` for a rewind of a session with no input
+                to replace.
         """
         if text is not None:
             text = self._checked_input(text)
@@ -101,7 +105,9 @@ class TurnStreams:
         if output is not None and self.engine is not None:
             msg = "structured output is not available on the durable engine; ask without it"
             raise RequestRefused(400, "unsupported_output", msg)
-        turn = TurnStream(self, ctx, text, detach, output, ending)
+        if rewind:
+            await self._check_rewind(ctx, text)
+        turn = TurnStream(self, ctx, text, detach, output, rewind, ending)
         try:
             await turn.started()
         except BaseException:  # the request went away before its turn began: so does the turn
@@ -119,6 +125,22 @@ class TurnStreams:
             turn.stop()
         for turn in turns:
             await turn.wait()
+
+    async def _check_rewind(self, ctx: RuntimeContext, text: str | None) -> None:
+        """400 before a rewind that cannot be: on the engine, with no text, nothing to replace.
+
+        The turn checks again under the session's lease; this answers the common case with a
+        status instead of a failed turn.
+        """
+        if self.engine is not None:
+            msg = "replacing the last message is not available on the durable engine"
+            raise RequestRefused(400, "unsupported_rewind", msg)
+        try:
+            if text is None:
+                raise CannotRewind("a rewind needs the new input")
+            rewind_point(await self.turns.agent.sessions.load(ctx))
+        except CannotRewind as exc:
+            raise RequestRefused(400, "nothing_to_rewind", str(exc)) from None
 
     def _checked_input(self, text: str) -> str:
         limit = self.turns.config.max_input_chars
@@ -165,6 +187,7 @@ class TurnStream:
         text: str | None,
         detach: bool,
         output: OutputSpec | None = None,
+        rewind: bool = False,
         ending: Ending | None = None,
     ) -> None:
         self.ctx = ctx
@@ -185,7 +208,9 @@ class TurnStream:
         self._charged = 0
         self._ending = ending
         self._log: TurnLogWriter | None = None
-        self._pump = asyncio.create_task(self._run(text, output), name=f"turn-{self.id[:8]}")
+        self._pump = asyncio.create_task(
+            self._run(text, output, rewind), name=f"turn-{self.id[:8]}"
+        )
         streams.running.add(self)
         self._pump.add_done_callback(lambda _: streams.running.discard(self))
 
@@ -207,11 +232,11 @@ class TurnStream:
         self._wake.set()
         self._wake = asyncio.Event()
 
-    async def _run(self, text: str | None, output: OutputSpec | None) -> None:
+    async def _run(self, text: str | None, output: OutputSpec | None, rewind: bool) -> None:
         watch: CancelWatch | None = None
         try:
             turn = TURN_METRICS.observe(
-                self._turns.run(self.ctx, text, output)
+                self._turns.run(self.ctx, text, output, rewind=rewind)
                 if self._engine is None
                 else self._engine.run(self.ctx, text, self.id)
             )

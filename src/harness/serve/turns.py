@@ -112,12 +112,18 @@ class Turns:
             return True
 
     async def run(
-        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None = None
+        self,
+        ctx: RuntimeContext,
+        text: str | None,
+        output: OutputSpec | None = None,
+        *,
+        rewind: bool = False,
     ) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events, ``turn.started`` first, then the agent's, then how it ended.
 
         ``text`` None continues a turn that paused for approval (its decisions recorded).
         ``output``: the output type its answer must fit (:mod:`harness.structured`).
+        ``rewind``: ``text`` replaces the session's last input (:mod:`harness.session.rewinds`).
 
         Raises:
             SessionBusy: Before the first event, when another turn keeps the session.
@@ -126,21 +132,22 @@ class Turns:
         ctx = dataclasses.replace(ctx, extra={**ctx.extra, _TURN: turn})
         self._flushes[turn] = []
         try:
-            async with contextlib.aclosing(self._run(ctx, text, output)) as events:
+            async with contextlib.aclosing(self._run(ctx, text, output, rewind)) as events:
                 async for event in events:
                     yield event
         finally:
             del self._flushes[turn]
 
     async def _run(
-        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None
+        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None, rewind: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         completed = False
         started = ("turn.started", {"session_id": ctx.session_id})
         async with self.gate(ctx):
             first = True
             try:
-                async with contextlib.aclosing(self._agent_events(ctx, text, output)) as events:
+                events = self._agent_events(ctx, text, output, rewind)
+                async with contextlib.aclosing(events):
                     async for event in events:
                         if first:
                             # Sent once the agent has taken the turn's input (the kernel's
@@ -163,7 +170,7 @@ class Turns:
                 yield event
 
     async def _agent_events(
-        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None
+        self, ctx: RuntimeContext, text: str | None, output: OutputSpec | None, rewind: bool
     ) -> AsyncGenerator[TurnEvent, None]:
         """The agent's items as events, and how its call ended as the last ones."""
         outcome: Outcome | None = None
@@ -172,7 +179,7 @@ class Turns:
             async with (
                 deadline,
                 contextlib.aclosing(
-                    self.agent.stream(text, ctx=ctx, output=output)
+                    self.agent.stream(text, ctx=ctx, output=output, rewind=rewind)
                     if text is not None
                     else self.agent.resume_stream(ctx=ctx)
                 ) as items,
