@@ -624,6 +624,7 @@ def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
             "the approval card did not come back after a reload",
         )[0]
         screens.both(browser, "approval")
+        card.find_element(By.CSS_SELECTOR, "[data-testid=edit]").click()
         arguments = card.find_element(By.CSS_SELECTOR, "textarea")
         arguments.clear()
         arguments.send_keys('{"target": "staging"}')

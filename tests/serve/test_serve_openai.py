@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from _served import Served, scripted_agent, served
@@ -297,6 +298,14 @@ async def test_response_format_gets_schema_valid_json_from_a_model_that_answers_
                 extra_headers={"X-Harness-Session": "cities"},
             )
         assert parsed.choices[0].message.parsed == City(name="Paris", population=2100000)
+        async with httpx2.AsyncClient(base_url=server.url, timeout=20) as api:
+            shown = (await api.get("/v1/sessions/cities")).json()["messages"]
+        # the harness's notes (the format, the correction) are marked: a page shows them as such
+        assert [(m["role"], m.get("synthetic", False)) for m in shown if m["role"] == "user"] == [
+            ("user", False),
+            ("user", True),
+            ("user", True),
+        ]
 
         chat = ChatOpenAI(
             model="harness",

@@ -31,6 +31,7 @@ from harness.kernel import (
     ToolFinished,
     ToolResultBlock,
     ToolStarted,
+    written_by_harness,
 )
 
 __all__ = [
@@ -62,6 +63,8 @@ def message_json(message: Msg) -> dict[str, Any]:
         "name": message.name,
         "text": message.text,
     }
+    if written_by_harness(message):
+        shown["synthetic"] = True  # a note the harness wrote, not the user's words
     if message.tool_uses:
         shown["tool_calls"] = [
             {"id": use.id, "name": use.name, "input": use.input} for use in message.tool_uses
