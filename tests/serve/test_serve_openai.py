@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,20 @@ def model() -> Model:
     return Model(TURNS)
 
 
-@pytest.fixture
-def server(workspace: Path, model: Model) -> Iterator[Served]:
+def opening(
+    workspace: Path, model: Model
+) -> Callable[[], AbstractAsyncContextManager[HarnessAgent]]:
     @contextlib.asynccontextmanager
     async def opened() -> AsyncIterator[HarnessAgent]:
         async with HarnessAgent(model=model, workspace=workspace, memory=None) as agent:
             yield agent
 
-    with served(opened, ServeConfig()) as running:
+    return opened
+
+
+@pytest.fixture
+def server(workspace: Path, model: Model) -> Iterator[Served]:
+    with served(opening(workspace, model), ServeConfig()) as running:
         yield running
 
 
@@ -181,6 +188,46 @@ async def test_stateless_clients_each_continue_a_session_of_their_own(
     for who, session in (("ann", ann), ("bob", bob)):
         said = [text for role, text in await saved(workspace, session) if role == "user"]
         assert said == ["hi", f"{who} says 0", f"{who} says 1"]
+
+
+async def test_a_refused_stateless_request_leaves_its_session_for_the_retry(
+    workspace: Path, model: Model
+) -> None:
+    """A request refused after its history was matched (here: its new turn is too long) once
+    used up the match, and its retry started a new session; one with an unknown history left
+    a session holding only that history."""
+    with served(opening(workspace, model), ServeConfig(max_input_chars=50)) as server:
+        async with client(server) as api:
+            history = [{"role": "user", "content": "hi"}]
+            first = await api.chat.completions.with_raw_response.create(
+                model="harness",
+                messages=history,  # type: ignore[arg-type]
+            )
+            session = first.headers["X-Harness-Session"]
+            history.append(
+                {"role": "assistant", "content": first.parse().choices[0].message.content or ""}
+            )
+            for bringing in (
+                history,
+                [
+                    {"role": "user", "content": "from elsewhere"},
+                    {"role": "assistant", "content": "ok"},
+                ],
+            ):
+                with pytest.raises(openai.APIStatusError, match="at most 50") as refused:
+                    await api.chat.completions.create(
+                        model="harness",
+                        messages=[*bringing, {"role": "user", "content": "x" * 51}],  # type: ignore[list-item]
+                    )
+                assert refused.value.status_code == 413
+            retried = await api.chat.completions.with_raw_response.create(
+                model="harness",
+                messages=[*history, {"role": "user", "content": "shorter"}],  # type: ignore[list-item]
+            )
+        async with httpx2.AsyncClient(base_url=server.url, timeout=20) as raw:
+            listed = (await raw.get("/v1/sessions")).json()["data"]
+    assert retried.headers["X-Harness-Session"] == session
+    assert [entry["id"] for entry in listed] == [session]  # the refused history left none
 
 
 async def test_a_history_from_elsewhere_starts_a_session_that_keeps_it(

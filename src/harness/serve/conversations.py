@@ -16,6 +16,8 @@ reply) is recorded for its session in the user's ``conversations`` ledger (besid
 workspace, or in the store the workers share), by digest only. A record is consumed when a
 request continues it, so two clients whose histories are the same word for word (both said
 "hi" and got the same answer) each continue a session of their own, and never one another's.
+A request refused before its turn starts (too long, over a limit) leaves nothing behind: its
+claim is given back and a session it began is deleted, so its retry finds what it would have.
 Trust boundary: the user is the key's; a history only ever finds that user's sessions.
 """
 
@@ -71,7 +73,11 @@ class Conversations:
         found: list[str] = []
 
         def claim(records: list[Record]) -> list[Record]:
-            taken = {(r["digest"], r["session"]) for r in records if r.get("kind") == "taken"}
+            held: dict[tuple[object, object], bool] = {}  # the latest claim or release counts
+            for r in records:
+                if r.get("kind") in ("taken", "released"):
+                    held[r["digest"], r["session"]] = r["kind"] == "taken"
+            taken = {pair for pair, holding in held.items() if holding}
             for record in records:  # the oldest first: twins continue in the order they came
                 if record.get("kind") != "ended" or record.get("digest") != wanted:
                     continue
@@ -83,6 +89,11 @@ class Conversations:
 
         await self.ledger.change(user_key(user), claim)
         return found[0] if found else None
+
+    async def release(self, user: str | None, session: str, history: Sequence[Said]) -> None:
+        """Give back a claim whose request was refused, so that its retry continues ``session``."""
+        record = {"kind": "released", "digest": _digest(history), "session": session}
+        await self.ledger.change(user_key(user), lambda _: [record])
 
     async def ended(self, user: str | None, session: str, history: Sequence[Said]) -> None:
         """Record that a turn of ``session`` ended with ``history``."""

@@ -192,12 +192,12 @@ def openai_router(state: ServeState) -> APIRouter:
         served_model(body.model, name)
         text = new_turn(body.messages)
         output = requested_output(body.response_format, "response_format")
-        named = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get("session_id")
-        ctx, ending = await state.conversation(
-            user, str(named) if named else None, resent(body.messages), text, "chat"
-        )
+        given = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get("session_id")
+        named = str(given) if given else None
+        history = resent(body.messages)
+        async with state.conversation(user, named, history, text, "chat") as (ctx, ending):
+            turn = await state.streams.start(ctx, text, output=output, ending=ending)
         session = ctx.session_id or ""
-        turn = await state.streams.start(ctx, text, output=output, ending=ending)
         usage = body.stream_options is not None and body.stream_options.include_usage
         completion = _Completion(name, include_usage=usage, whole_text=output is not None)
         headers = {SESSION_HEADER: session}

@@ -282,11 +282,11 @@ def responses_router(state: ServeState) -> APIRouter:
         output = requested_output((body.text or {}).get("format"), "text.format")
         named = _session(request, body)
         history = resent_items(body.input)
-        ctx, ending = await state.conversation(user, named, history, text, "resp")
+        async with state.conversation(user, named, history, text, "resp") as (ctx, ending):
+            if body.previous_response_id is not None and not await _has_messages(state, ctx):
+                raise _not_found(body.previous_response_id)
+            turn = await state.streams.start(ctx, text, output=output, ending=ending)
         session = ctx.session_id or ""
-        if body.previous_response_id is not None and not await _has_messages(state, ctx):
-            raise _not_found(body.previous_response_id)
-        turn = await state.streams.start(ctx, text, output=output, ending=ending)
         keep = None if body.store is False else functools.partial(kept.put, user)
         reply = _Reply(name, session, body, keep)
         headers = {SESSION_HEADER: session}

@@ -7,6 +7,7 @@ asks of a session's turn besides (is one running, its events again, stop it) is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -51,21 +52,32 @@ class ServeState:
             self.streams.limiter.admit_request(user)
         return user
 
+    @contextlib.asynccontextmanager
     async def conversation(
         self, user: str | None, named: str | None, history: Sequence[Said], asked: str, prefix: str
-    ) -> tuple[RuntimeContext, Ending | None]:
+    ) -> AsyncIterator[tuple[RuntimeContext, Ending | None]]:
         """A request's context, and what its turn records as it ends (None: nothing).
 
         The session ``named``; else the one its resent ``history`` continues, or a new one
-        (``<prefix>-<hex>``) that keeps it (:mod:`harness.serve.conversations`).
+        (``<prefix>-<hex>``) that keeps it (:mod:`harness.serve.conversations`). The block
+        starts the turn: should it raise (the turn refused), the history's claim is given back
+        and a session begun for it deleted, so that the client's retry finds the same.
         """
         if named:
-            return self.context(user, named), None
+            yield self.context(user, named), None
+            return
         found = await self.conversations.continued(user, history)
         ctx = self.context(user, found or new_session_id(prefix))
         if found is None:
             await self.conversations.seed(ctx, history)
-        return ctx, self.conversations.ending(history, asked)
+        try:
+            yield ctx, self.conversations.ending(history, asked)
+        except Exception:
+            if found is not None:
+                await self.conversations.release(user, found, history)
+            elif history:
+                await self.turns.agent.delete_session(ctx)
+            raise
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
         try:
