@@ -70,6 +70,9 @@ SCRIPT: list[dict[str, Any]] = [
     {"match": "^Two steps", "tool_calls": [{"name": "note", "input": {"text": "one"}}]},
     {"match": "noted one", "tool_calls": [{"name": "note", "input": {"text": "two"}}]},
     {"match": "noted two", "text": "both noted"},
+    # a structured turn: prose first, then the JSON the correction asks for
+    {"match": "^Answer with only", "text": "Porto, for three days."},
+    {"match": "no JSON value", "text": '{"city": "Porto", "days": 3}'},
 ]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _durable_worker import build_agent, engine_config
+from pydantic import BaseModel
 
 from harness import HarnessAgent, RuntimeContext
 from harness.durable import TemporalEngine
@@ -255,3 +256,24 @@ async def test_an_uninterrupted_turn_saves_what_a_taken_over_one_does(cluster: C
         ("assistant", "both noted"),
     ]
     assert cluster.lines().count("tool note one") == 1
+
+
+class Trip(BaseModel):
+    city: str
+    days: int
+
+
+async def test_a_structured_turn_on_the_engine_gets_an_object_that_fits(cluster: Cluster) -> None:
+    """The output type travels to the worker, which asks again until the answer fits; the
+    engine's caller gets the value (once refused: structured output was not on the engine)."""
+    ctx = RuntimeContext(session_id="structured", user_id="ann")
+    assert cluster.engine is not None
+    await cluster.start_worker()
+
+    ended = await cluster.engine.call(cluster.agent, "Plan a trip", ctx=ctx, output=Trip)
+
+    assert isinstance(ended, Finished)
+    assert ended.output == Trip(city="Porto", days=3)
+    assert ended.reply.text == '{"city": "Porto", "days": 3}'
+    said = [text for role, text in await saved(cluster.agent, ctx) if role == "assistant"]
+    assert said == ["Porto, for three days.", '{"city": "Porto", "days": 3}']

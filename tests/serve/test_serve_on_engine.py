@@ -23,6 +23,8 @@ SCRIPT = {
     "turns": [
         {"match": "Extract NEW memories", "text": "NO_REPLY", "repeat": True},
         {"match": "take your time", "text": "Done, slowly.", "delay": 2.0, "repeat": True},
+        {"match": "^Answer with only", "text": "Two, I think."},
+        {"match": "no JSON value", "text": '{"count": 2}'},
         {"text": "Fine.", "repeat": True},
     ],
 }
@@ -86,6 +88,19 @@ async def test_a_client_whose_server_died_resumes_on_another_and_sees_the_turn_c
                 if event.data:
                     rest.append((event.id, event.event, json.loads(event.data)))
             history = (await api.get(f"/v1/sessions/{session}")).json()
+            # structured output runs on the engine too (it was once refused there)
+            schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+            structured = await api.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "harness",
+                    "messages": [{"role": "user", "content": "How many turns?"}],
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "counted", "schema": schema},
+                    },
+                },
+            )
 
     names = [name for _, name, _ in rest]
     assert names[-1] == "turn.completed", names
@@ -94,3 +109,5 @@ async def test_a_client_whose_server_died_resumes_on_another_and_sees_the_turn_c
     assert [ident for ident, _, _ in rest] == [f"{turn}.{n}" for n in range(1, len(rest) + 1)]
     messages = [(m["role"], m["text"]) for m in history["messages"]]
     assert messages == [("user", "Please take your time"), ("assistant", "Done, slowly.")]
+    assert structured.status_code == 200, structured.text
+    assert json.loads(structured.json()["choices"][0]["message"]["content"]) == {"count": 2}

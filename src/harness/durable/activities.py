@@ -57,6 +57,7 @@ from harness.kernel import (
 from harness.kernel.cancelling import cancel_and_wait
 from harness.session import EVERY_CALL
 from harness.session.lease import LEASE_HOLDER
+from harness.structured import OutputSpec
 
 __all__ = ["Observe", "TurnActivities"]
 
@@ -97,7 +98,8 @@ class TurnActivities:
         beating = asyncio.create_task(self._heartbeat())
         try:
             outcome: Outcome | None = None
-            items = await continued(self.agent, ref.turn, ref.text, ctx)
+            output = OutputSpec(ref.output_schema, ref.output_name) if ref.output_schema else None
+            items = await continued(self.agent, ref.turn, ref.text, ctx, output)
             if self.observe is not None:
                 items = self.observe(ref, ctx, items)
             async with contextlib.aclosing(items) as items:
@@ -154,13 +156,22 @@ class TurnActivities:
 
 
 async def continued(
-    agent: HarnessAgent, marker: str, text: str | None, ctx: RuntimeContext
+    agent: HarnessAgent,
+    marker: str,
+    text: str | None,
+    ctx: RuntimeContext,
+    output: OutputSpec | None = None,
 ) -> AsyncGenerator[StreamItem, None]:
-    """The rest of the turn ``marker`` names, from what the session holds (module docs)."""
+    """The rest of the turn ``marker`` names, from what the session holds (module docs).
+
+    ``output``: what a new turn's answer must fit (a turn taken over after its input was
+    accepted, or continued after decisions, goes on as a plain one).
+    """
     memory = await agent.sessions.load(ctx, waiting=EVERY_CALL)
     accepted = any(message.metadata.get(TURN_KEY) == marker for message in memory)
     if text is not None and not accepted:
-        return agent.stream(Msg(role="user", content=text, metadata={TURN_KEY: marker}), ctx=ctx)
+        asked = Msg(role="user", content=text, metadata={TURN_KEY: marker})
+        return agent.stream(asked, ctx=ctx, output=output)
     if unanswered_calls(memory) or (memory and memory[-1].role == "assistant"):
         return agent.resume_stream(ctx=ctx)  # decides the calls, or the answer stands
     return agent.stream(None, ctx=ctx)

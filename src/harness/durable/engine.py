@@ -58,6 +58,7 @@ from harness.errors import (
     TurnFailed,
 )
 from harness.kernel import Ended, Finished, Paused
+from harness.structured import OutputSpec, OutputType, check
 from harness.subagents.children import spawn_depth
 from harness.subagents.tasks import Launcher, TaskRecord
 
@@ -212,9 +213,18 @@ class TemporalEngine:
         )
 
     async def call(
-        self, agent: HarnessAgent, text: str, *, ctx: RuntimeContext | None = None
+        self,
+        agent: HarnessAgent,
+        text: str,
+        *,
+        ctx: RuntimeContext | None = None,
+        output: OutputType | OutputSpec | None = None,
     ) -> Ended:
         """Run a turn on the engine; how it ended, as :meth:`HarnessAgent.call` says it.
+
+        ``output``: the output type its answer must fit, as for :meth:`HarnessAgent.call`
+        (its schema travels to the worker; ``Finished.output`` is the model's instance, or the
+        parsed JSON of a schema).
 
         Raises:
             SessionBusy: The session has a turn running, or one waiting for decisions.
@@ -223,18 +233,32 @@ class TemporalEngine:
             EngineUnavailable: The server went away.
         """
         ctx = _bound(agent, ctx)
-        handle = await self._start(agent, ctx, _ref(agent, ctx, text, uuid.uuid4().hex))
-        return await self._next(agent, ctx, handle, 0)
+        spec = OutputSpec.of(output) if output is not None else None
+        handle = await self._start(agent, ctx, _ref(agent, ctx, text, uuid.uuid4().hex, spec))
+        ended = await self._next(agent, ctx, handle, 0)
+        if spec is not None and isinstance(ended, Finished):
+            fits = check(spec, ended.reply.text)  # what the worker checked: the value again
+            if not isinstance(fits, str):
+                return Finished(ended.reply, output=fits[1])
+        return ended
 
     async def submit(
-        self, agent: HarnessAgent, text: str, *, ctx: RuntimeContext, stream: str
+        self,
+        agent: HarnessAgent,
+        text: str,
+        *,
+        ctx: RuntimeContext,
+        stream: str,
+        output: OutputSpec | None = None,
     ) -> None:
         """Start a turn and return once the engine holds it; its events are ``stream``'s.
+
+        ``output``: the output type its answer must fit (:mod:`harness.structured`).
 
         Raises:
             SessionBusy: The session has a turn running, or one waiting for decisions.
         """
-        await self._start(agent, _bound(agent, ctx), _ref(agent, ctx, text, stream))
+        await self._start(agent, _bound(agent, ctx), _ref(agent, ctx, text, stream, output))
 
     async def proceed(self, agent: HarnessAgent, *, ctx: RuntimeContext, stream: str) -> int:
         """Continue the session's paused turn (its decisions recorded) as ``stream``.
@@ -361,9 +385,16 @@ class TemporalEngine:
         return Finished(reply)
 
 
-def _ref(agent: HarnessAgent, ctx: RuntimeContext, text: str | None, stream: str) -> TurnRef:
+def _ref(
+    agent: HarnessAgent,
+    ctx: RuntimeContext,
+    text: str | None,
+    stream: str,
+    output: OutputSpec | None = None,
+) -> TurnRef:
     session = str(_bound(agent, ctx).session_id)
-    return TurnRef(agent.name, session, uuid.uuid4().hex, ctx.user_id, text, stream)
+    schema, name = (dict(output.schema), output.name) if output is not None else (None, "answer")
+    return TurnRef(agent.name, session, uuid.uuid4().hex, ctx.user_id, text, stream, schema, name)
 
 
 def _bound(agent: HarnessAgent, ctx: RuntimeContext | None) -> RuntimeContext:

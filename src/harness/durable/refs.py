@@ -4,14 +4,14 @@ Temporal keeps every payload in the workflow's history (2 MB a payload, 50 MB a 
 nothing here grows with the conversation: a turn is named by its session and its id, and its
 reply stays in the session store, where the worker that ran it saved it. The one text that
 travels is the turn's new input, bounded by the caller (``harness serve`` caps it at
-``max_input_chars``). This module imports nothing but the standard library: the workflow's
-sandbox loads it.
+``max_input_chars``), with the schema of its output when it asks for one. This module imports
+nothing but the standard library: the workflow's sandbox loads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = ["TURN_KEY", "SegmentEnd", "TaskRef", "TurnRef"]
 
@@ -25,7 +25,9 @@ class TurnRef:
     """One run of a turn: whose session, which turn, its new input (None continues it).
 
     ``stream``: the id of this run's events (a served turn's event stream; each continuation
-    after decisions has its own, as a served continuation does in process).
+    after decisions has its own, as a served continuation does in process). ``output_schema``
+    and ``output_name``: the JSON schema a new turn's answer must fit (structured output), and
+    its name; a schema travels as the caller gave it (``harness serve`` bounds the request).
     """
 
     agent: str
@@ -34,6 +36,8 @@ class TurnRef:
     user_id: str | None = None
     text: str | None = None
     stream: str = ""
+    output_schema: dict[str, Any] | None = None
+    output_name: str = "answer"
 
 
 @dataclass(frozen=True)

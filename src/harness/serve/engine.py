@@ -36,6 +36,7 @@ from harness.kernel import Outcome, Progress, StreamItem
 from harness.serve.events import event_of, outcome_events
 from harness.serve.turn_log import TURN_LOG, TurnLogWriter, read_log, replay
 from harness.serve.turns import TurnEvent, Turns
+from harness.structured import OutputSpec
 
 __all__ = ["EngineTurns", "turn_log_observer"]
 
@@ -96,16 +97,18 @@ class EngineTurns:
         self.engine = engine
 
     async def run(
-        self, ctx: RuntimeContext, text: str | None, stream: str
+        self, ctx: RuntimeContext, text: str | None, stream: str, output: OutputSpec | None = None
     ) -> AsyncIterator[TurnEvent]:
         """The events of the turn ``stream`` (``text`` None continues a paused turn).
+
+        ``output``: the output type a new turn's answer must fit (:mod:`harness.structured`).
 
         Raises:
             SessionBusy: Before the first event, when the session has a turn on the engine.
         """
         agent = self.turns.agent
         if text is not None:
-            await self.engine.submit(agent, text, ctx=ctx, stream=stream)
+            await self.engine.submit(agent, text, ctx=ctx, stream=stream, output=output)
         else:
             await self.engine.proceed(agent, ctx=ctx, stream=stream)
         path = f"{agent.sessions.directory(ctx)}/{TURN_LOG}"

@@ -102,9 +102,6 @@ class TurnStreams:
         if self.limiter is not None:
             mine = sum(not t.done and t.ctx.user_id == ctx.user_id for t in self.running)
             await self.limiter.admit_turn(ctx.user_id, mine)
-        if output is not None and self.engine is not None:
-            msg = "structured output is not available on the durable engine; ask without it"
-            raise RequestRefused(400, "unsupported_output", msg)
         if rewind:
             await self._check_rewind(ctx, text)
         turn = TurnStream(self, ctx, text, detach, output, rewind, ending)
@@ -238,7 +235,7 @@ class TurnStream:
             turn = TURN_METRICS.observe(
                 self._turns.run(self.ctx, text, output, rewind=rewind)
                 if self._engine is None
-                else self._engine.run(self.ctx, text, self.id)
+                else self._engine.run(self.ctx, text, self.id, output)
             )
             async with contextlib.aclosing(turn) as events:
                 async for event in events:
