@@ -30,9 +30,10 @@ from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from harness.context import RuntimeContext
+from harness.errors import UnusableFile, WorkspaceError
 from harness.kernel import ChatModel
 from harness.memory._files import owner_of, read_limit, scan_workspace
 from harness.memory.changes import ChangeFeed
@@ -66,6 +67,15 @@ Job = Callable[[], Awaitable[object]]
 """A piece of background work: called once, when its turn in its queue comes."""
 
 logger = logging.getLogger(__name__)
+
+_SKIPS_SAID: Final = 1_000
+"""How many unusable feed entries one worker names in its log; past them it skips quietly."""
+
+
+def _shown(text: str) -> str:
+    """Text from the store for a log line: cut, and escaped (no line break, no control)."""
+    return repr(text[:200] + ("..." if len(text) > 200 else ""))
+
 
 ARCHIVE_DIR = f"{MEMORY_DIR}/archive"
 
@@ -177,6 +187,7 @@ class MemoryMaintenance:
         where = None if workspace.is_local else workspace.out_of_reach("memory-changes")
         self.changes = None if where is None or isinstance(where, Path) else ChangeFeed(where)
         self._seen: dict[str, int] = {}
+        self._skipped: set[str] = set()  # feed entries no worker can use, said once each
 
     @classmethod
     def for_workspace(
@@ -388,6 +399,10 @@ class MemoryMaintenance:
         (:mod:`harness.memory.changes`) names since this worker last looked, in the shared
         namespace and the user's, are indexed again (a namespace is listed whole the first
         time, or when the feed no longer holds all it missed).
+
+        An entry whose path no workspace file can have (one that climbs out with ``..``, a
+        directory) is skipped, said once: one bad record never stops a worker there. Any other
+        failure (the store away) leaves the feed where it was, for the next search.
         """
         await self.ready()
         if self.index is None or self.changes is None:
@@ -398,11 +413,26 @@ class MemoryMaintenance:
                 if changes.paths is None:
                     await sync_index(self.index, self.workspace, owners={owner})
                 for path in changes.paths or ():
-                    await self._index_one(path)
+                    try:
+                        await self._index_one(path)
+                    except (WorkspaceError, UnusableFile, ValueError) as exc:
+                        self._skip(path, exc)
             except Exception as exc:  # the search goes on with what the index holds
                 logger.warning("could not bring the index up to date from the store: %s", exc)
                 continue
             self._seen[owner] = changes.seq
+
+    def _skip(self, path: str, exc: Exception) -> None:
+        """Pass over a feed entry this index cannot use; the log says so once, on one line."""
+        if path in self._skipped or len(self._skipped) >= _SKIPS_SAID:
+            return
+        self._skipped.add(path)
+        logger.warning(
+            "skipped a memory change the index cannot use: %s (%s: %s)",
+            _shown(path),
+            type(exc).__name__,
+            _shown(str(exc)),
+        )
 
     async def settled(self) -> None:
         """Wait until the background work scheduled so far is done and its files indexed."""
