@@ -34,9 +34,9 @@ exception that fits, usually ``ValueError`` or ``TypeError``.
     ├── TurnFailed                  a turn the durable engine ran failed in its worker
     └── RequestRefused              ``harness serve`` refuses a request (its HTTP status and code)
 
-``InvalidDecision``, ``InvalidText``, ``PathOutsideWorkspace`` and ``FrontMatterError``
-are ``ValueError`` too: each is about a value (a decision, a text, a path, a file's text) that
-cannot be used. Every class lives here,
+``InvalidDecision``, ``CannotRewind``, ``InvalidText``, ``PathOutsideWorkspace`` and
+``FrontMatterError`` are ``ValueError`` too: each is about a value (a decision, a rewind, a
+text, a path, a file's text) that cannot be used. Every class lives here,
 whichever package raises it, so one ``except`` on this tree catches what Harness means to raise
 (``tests/unit/test_public_api.py`` holds every package to it, and
 ``tests/unit/test_errors_doc.py`` this drawing to the classes).

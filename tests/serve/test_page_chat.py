@@ -169,11 +169,7 @@ def test_a_waiting_call_is_shown_and_holds_send_until_it_is_answered(
             "the long answer did not end",
         )
         send(browser, "ship it")
-        card = until(
-            browser,
-            lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=approval]"),
-            "no approval card was shown",
-        )[0]
+        page.approval_card(browser, "no approval card was shown")
         until(browser, lambda d: in_view(d, "[data-testid=approval]"), "the card is out of view")
         hint = shown(browser, "composer-hint")
         assert "waits for your decision" in hint.text

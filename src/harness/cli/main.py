@@ -159,9 +159,6 @@ def run(
     setup_logging(given.verbose)
     session, user = given.session, given.user
     schema = _schema(output_schema) if output_schema is not None else None
-    if schema is not None and given.engine is not None:
-        err.print("error: --output-schema does not work with --engine yet", **PLAIN)
-        raise typer.Exit(2)
 
     async def _run() -> tuple[str, str]:
         async with opened_agent(given) as agent:
@@ -170,7 +167,7 @@ def run(
                 return _said(await agent.call(prompt, ctx=ctx, output=schema))
             engine = await connected_engine(given.engine)
             async with engine.worker(agent):  # this process is one of the engine's workers
-                return _said(await engine.call(agent, prompt, ctx=ctx))
+                return _said(await engine.call(agent, prompt, ctx=ctx, output=schema))
 
     message_id, text = run_async(_run())
     if as_json:

@@ -27,10 +27,12 @@ from harness.cli._common import (
     StoreOpt,
     UserOpt,
     WorkspaceOpt,
+    one_line_errors,
     opened_workspace,
     run_async,
     shortened,
     shown_id,
+    valid_path,
 )
 from harness.cli._output import out
 from harness.errors import ConfigError
@@ -59,6 +61,7 @@ def trace_command(
             "--prices",
             help='Price table, JSON: {"<model>": {"input": ..., "output": ...}} per million; '
             "each call's cost is shown.",
+            callback=valid_path,
         ),
     ] = None,
 ) -> None:
@@ -81,7 +84,8 @@ def trace_command(
             raise ConfigError(msg)
         return where, records
 
-    table = load_prices(prices) if prices is not None else None
+    with one_line_errors():
+        table = load_prices(prices) if prices is not None else None
     where, records = run_async(_read())
     calls = summarize(records, table)
     if as_json:
