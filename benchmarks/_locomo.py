@@ -35,10 +35,15 @@ class Turn:
     evidence: str
 
 
+CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+"""LoCoMo's question categories (5, adversarial, is left out): the names its paper gives."""
+
+
 @dataclass(frozen=True, slots=True)
 class Question:
     text: str
     evidence: tuple[str, ...]  # the evidence texts every hit list must contain
+    category: int = 0  # a key of CATEGORIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,7 @@ def load(path: Path) -> Conversation:
         ids = [i for e in qa["evidence"] for i in _EVIDENCE_SPLIT.split(e) if i]
         texts = tuple(by_id[i] for i in ids if i in by_id)
         if texts:
-            questions.append(Question(qa["question"], texts))
+            questions.append(Question(qa["question"], texts, int(qa.get("category") or 0)))
     return Conversation(
         name=path.stem,
         files={p: "\n".join(lines) + "\n" for p, lines in files.items()},
