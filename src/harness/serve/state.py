@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from harness.serve.turn_log import CANCEL_FILE, TURN_LOG, read_log, replay, requ
 from harness.serve.turns import Turns
 
 __all__ = ["ServeState", "until_disconnected"]
+
+logger = logging.getLogger("harness.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +76,13 @@ class ServeState:
         try:
             yield ctx, self.conversations.ending(history, asked)
         except Exception:
-            if found is not None:
-                await self.conversations.release(user, found, history)
-            elif history:
-                await self.turns.agent.delete_session(ctx)
+            try:
+                if found is not None:
+                    await self.conversations.release(user, found, history)
+                elif history:
+                    await self.turns.agent.delete_session(ctx)
+            except Exception as exc:  # the refusal is what the client must hear
+                logger.warning("could not undo a refused request's session: %s", exc)
             raise
 
     def context(self, user_id: str | None, session_id: str) -> RuntimeContext:
