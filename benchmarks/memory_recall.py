@@ -26,6 +26,7 @@ lowercase ``\\w+`` tokens, the k best lines):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,17 @@ class _Tally:
         counts[1] += answer.at5
 
 
+@contextlib.contextmanager
+def _indexed(conversation: Conversation) -> Iterator[MemoryIndex]:
+    """A MemoryIndex of the conversation's daily logs, in a workspace of its own."""
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+        root = Path(tmp) / "workspace"
+        conversation.write(root)
+        with MemoryIndex(tmp) as index:
+            index.index_all_from_workspace(root)
+            yield index
+
+
 def _ours(index: MemoryIndex, *, snippets: bool) -> Search:
     def search(question: str, k: int) -> list[str]:
         return [hit.content for hit in index.search(question, k, snippets=snippets)]
@@ -114,26 +126,22 @@ def _conversation_table(items: Sequence[Conversation], baseline: tuple[str, _Tal
     tallies = {name: _Tally() for name in methods}
     asked = 0
     for conversation in items:
-        with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-            root = Path(tmp) / "workspace"
-            conversation.write(root)
-            with MemoryIndex(tmp) as index:
-                index.index_all_from_workspace(root)
-                searches = dict(
-                    zip(
-                        methods,
-                        (
-                            _ours(index, snippets=True),
-                            _ours(index, snippets=False),
-                            bm25_search(conversation),
-                        ),
-                        strict=True,
-                    )
+        with _indexed(conversation) as index:
+            searches = dict(
+                zip(
+                    methods,
+                    (
+                        _ours(index, snippets=True),
+                        _ours(index, snippets=False),
+                        bm25_search(conversation),
+                    ),
+                    strict=True,
                 )
-                for question in conversation.questions:
-                    asked += 1
-                    for name, search in searches.items():
-                        tallies[name].add(search, question)
+            )
+            for question in conversation.questions:
+                asked += 1
+                for name, search in searches.items():
+                    tallies[name].add(search, question)
     if baseline is not None:
         tallies[baseline[0]] = baseline[1]
     turns = sum(len(c.turns) for c in items)
@@ -174,14 +182,10 @@ def _emit(items: Sequence[Conversation]) -> None:
     """For ``--baseline``: one JSON line per question of MemoryIndex snippets (module docs)."""
     tally = _Tally()
     for conversation in items:
-        with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-            root = Path(tmp) / "workspace"
-            conversation.write(root)
-            with MemoryIndex(tmp) as index:
-                index.index_all_from_workspace(root)
-                for question in conversation.questions:
-                    answer = tally.add(_ours(index, snippets=True), question)
-                    print(json.dumps(dataclasses.asdict(answer)))
+        with _indexed(conversation) as index:
+            for question in conversation.questions:
+                answer = tally.add(_ours(index, snippets=True), question)
+                print(json.dumps(dataclasses.asdict(answer)))
 
 
 def _baseline(revision: str, data: Path) -> tuple[str, _Tally]:

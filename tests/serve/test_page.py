@@ -203,6 +203,13 @@ def sign_in(driver: webdriver.Chrome, key: str) -> None:
     driver.find_element(By.ID, "login").click()
 
 
+def signed_in(driver: webdriver.Chrome, server: Served, key: str) -> None:
+    """The page of ``server``, signed in with ``key``, once the app is shown."""
+    driver.get(server.url + "/")
+    sign_in(driver, key)
+    shown(driver, "app")
+
+
 def send(driver: webdriver.Chrome, text: str) -> None:
     box = driver.find_element(By.ID, "input")
     box.send_keys(text)
@@ -399,9 +406,7 @@ def test_html_from_the_server_is_shown_as_text(
         {"text": reply},
     ]
     with served(scripted_agent(workspace, turns), keyed(key)) as server:
-        browser.get(server.url + "/")
-        sign_in(browser, key)
-        shown(browser, "app")
+        signed_in(browser, server, key)
         browser.find_element(By.ID, "new-session").click()
         until(browser, lambda d: "#session=" in d.current_url, "no session was in the URL")
         send(browser, f"show me {ATTACK}")
@@ -609,9 +614,7 @@ def test_an_approval_card_decides_a_waiting_call_and_comes_back_after_a_reload(
     ]
     opener = scripted_agent(workspace, turns, tools=[deploy], approvals={"deploy": True})
     with served(opener, keyed(key)) as server:
-        browser.get(server.url + "/")
-        sign_in(browser, key)
-        shown(browser, "app")
+        signed_in(browser, server, key)
         send(browser, "ship it")
         card = approval_card(browser, "no approval card was shown")
         assert "approval needed: deploy" in str(card.get_property("textContent"))
@@ -651,9 +654,7 @@ def test_a_background_tasks_approval_card_continues_the_task(
     ]
     opener = scripted_agent(workspace, turns, tools=[deploy], approvals={"deploy": True})
     with served(opener, keyed(key)) as server:
-        browser.get(server.url + "/")
-        sign_in(browser, key)
-        shown(browser, "app")
+        signed_in(browser, server, key)
         send(browser, "delegate it")
         turn_done(browser, "Started in the background.")
         with httpx2.Client(
@@ -1327,9 +1328,7 @@ def test_memory_kept_out_of_the_prompt_is_listed_and_its_owner_can_reject_or_tru
     memory = MemoryConfig(flush=False, auto_consolidate=False)
     opener = scripted_agent(workspace, turns, tools=[fetched], memory=memory)
     with served(opener, keyed(key)) as server:
-        browser.get(server.url + "/")
-        sign_in(browser, key)
-        shown(browser, "app")
+        signed_in(browser, server, key)
         send(browser, "look at the page")
         turn_done(browser, "Saved for review.")
         entry = until(

@@ -70,9 +70,7 @@ def test_regenerate_and_edit_replace_the_last_turn(
         {"match": "^Name a fruit", "text": "A pear."},
     ]
     with served(scripted_agent(workspace, turns), page.keyed(key)) as server:
-        browser.get(server.url + "/")
-        page.sign_in(browser, key)
-        shown(browser, "app")
+        page.signed_in(browser, server, key)
         assert console_errors(browser) == []
         send(browser, "Name a colour")
         page.turn_done(browser, "Blue.")
@@ -112,9 +110,7 @@ def test_the_chat_list_is_searched_by_title(
         scripted_agent(workspace, [{"text": "Hi.", "repeat": True}]), page.keyed(key)
     ) as server:
         page.make_sessions(server, key, ["garden-plans", "tax-return", "Garden-shed"])
-        browser.get(server.url + "/")
-        page.sign_in(browser, key)
-        shown(browser, "app")
+        page.signed_in(browser, server, key)
         page.open_drawer(browser, "toggle-sessions", "side")
         until(browser, lambda d: len(page.session_ids(d)) == 3, "the chats were not listed")
         search = shown(browser, "session-search")
@@ -157,9 +153,7 @@ def test_a_waiting_call_is_shown_and_holds_send_until_it_is_answered(
         workspace, turns, tools=[page.deploying(witness)], approvals={"deploy": True}
     )
     with served(opener, page.keyed(key)) as server:
-        browser.get(server.url + "/")
-        page.sign_in(browser, key)
-        shown(browser, "app")
+        page.signed_in(browser, server, key)
         send(browser, "Tell me everything")
         until(
             browser,
@@ -224,9 +218,7 @@ def test_a_new_chat_logs_no_error(browser: webdriver.Chrome, workspace: Path) ->
     with served(
         scripted_agent(workspace, [{"text": "Hi.", "repeat": True}]), page.keyed(key)
     ) as server:
-        browser.get(server.url + "/")
-        page.sign_in(browser, key)
-        shown(browser, "app")
+        page.signed_in(browser, server, key)
         page.open_drawer(browser, "toggle-sessions", "side")
         browser.find_element(By.ID, "new-session").click()
         until(
