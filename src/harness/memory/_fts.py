@@ -13,8 +13,9 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
 - ``scope``: one token naming the owner (shared, or a user), so that "the newest rows of this
   user that match" is a scan inside the FTS index rather than a lookup per row;
 - ``context``: low-weight words about where the line sits — the date of a daily file
-  (``March 14 2026``) and the markdown heading above the line — so questions that name a
-  date or a topic heading can find lines that do not repeat it;
+  (``March 14 2026``), the days its relative phrases mean ("yesterday" in that file adds
+  ``March 13 2026``; see :mod:`harness.memory._dates`) and the markdown heading above the
+  line — so questions that name a date or a topic heading can find lines that do not repeat it;
 - ``near``: for a turn of a conversation (a line with a speaker, see below), the distinct
   words of the line before and the line after in the same section that the line itself does
   not hold (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
@@ -43,6 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from typing import Final
 
+from harness.memory._dates import day_words, resolved_days
 from harness.memory._files import digest
 
 __all__ = [
@@ -129,20 +131,6 @@ _LABEL_WORD: Final = re.compile(r"[^\W_]+")
 _MAX_LABEL: Final = 40
 _DAILY_NAME: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 _FLUSH_HEADING: Final = re.compile(r"memory flush\b", re.IGNORECASE)
-_MONTHS: Final = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 
 Row = tuple[int, str, str, str, str, str]
 """One row: (1-based line number in the file, content, cjk bigrams, context, near, speaker)."""
@@ -188,16 +176,23 @@ def cjk_grams(text: str) -> str:
     return " ".join(grams)
 
 
-def _date_words(rel_path: str) -> str:
-    name = rel_path.rsplit("/", 1)[-1]
-    match = _DAILY_NAME.fullmatch(name)
+def _day_of(rel_path: str) -> date | None:
+    """The day of a daily file (``memory/2026-03-14.md``), else None."""
+    match = _DAILY_NAME.fullmatch(rel_path.rsplit("/", 1)[-1])
     if match is None:
-        return ""
+        return None
     try:
-        day = date(int(match[1]), int(match[2]), int(match[3]))
+        return date(int(match[1]), int(match[2]), int(match[3]))
     except ValueError:
-        return ""
-    return f"{_MONTHS[day.month - 1]} {day.day} {day.year}"
+        return None
+
+
+def _dated(context: str, line: str, day: date | None) -> str:
+    """``context`` with the days the line's relative phrases mean ("yesterday"), if any."""
+    if day is None:
+        return context
+    resolved = resolved_days(line, day)
+    return f"{context} {resolved}" if resolved else context
 
 
 def _pieces(line: str) -> list[str]:
@@ -270,7 +265,8 @@ def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
 
 
 def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | None) -> list[Row]:
-    day = _date_words(rel_path)
+    when = _day_of(rel_path)
+    day = day_words(when) if when is not None else ""
     context = day if context is None else context
     section = 0
     pieces: list[_Piece] = []
@@ -285,9 +281,10 @@ def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | Non
             context = f"{day} {heading}".strip()
             section += 1
         elif len(line) <= MAX_ROW_CHARS and line.isascii():  # the common case, kept cheap
-            pieces.append((number, line, "", context, speaker_of(line), section))
+            said = _dated(context, line, when)
+            pieces.append((number, line, "", said, speaker_of(line), section))
         else:
-            _append(pieces, number, line, context, speaker_of(line), section)
+            _append(pieces, number, line, _dated(context, line, when), speaker_of(line), section)
     return _with_neighbours(pieces)
 
 
@@ -306,12 +303,13 @@ def _transcript_rows(text: str, first_line: int) -> list[Row]:
         if not isinstance(content, str):
             continue
         stamp = entry.get("timestamp")
-        context = _date_words(f"{stamp[:10]}.md") if isinstance(stamp, str) else ""
+        when = _day_of(f"{stamp[:10]}.md") if isinstance(stamp, str) else None
+        context = day_words(when) if when is not None else ""
         role = entry.get("role")
         speaker = label_key(role) if isinstance(role, str) else ""
         for line in content.split("\n"):
             if line.strip():
-                _append(pieces, number, line.strip(), context, speaker, 0)
+                _append(pieces, number, line.strip(), _dated(context, line, when), speaker, 0)
     return _with_neighbours(pieces)
 
 
@@ -623,11 +621,21 @@ def _m003_neighbours_and_speakers(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR REPLACE INTO memory_meta (key, value) VALUES ('rows', '0')")
 
 
+def _m004_resolved_days(conn: sqlite3.Connection) -> None:
+    # A dated line's context now holds the days its "yesterday" or "last Tuesday" means: every
+    # file is indexed again at the next catch-up (the schema is unchanged).
+    conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
+    for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("INSERT OR REPLACE INTO memory_meta (key, value) VALUES ('rows', '0')")
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: Final[Sequence[Migration]] = (
     ("m001_lines_and_fts", _m001_lines_and_fts),
     ("m002_vectors", _m002_vectors),
     ("m003_neighbours_and_speakers", _m003_neighbours_and_speakers),
+    ("m004_resolved_days", _m004_resolved_days),
 )
 """Schema changes in order; each runs once per database, recorded in ``_harness_migrations``."""

@@ -37,6 +37,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
+from harness.memory._dates import named_days, without_days
 from harness.memory._fts import (
     COLUMNS,
     FTS_TABLE,
@@ -58,6 +59,7 @@ __all__ = [
     "SPEAKER_BONUS",
     "Hit",
     "Plan",
+    "favour_days",
     "favour_speakers",
     "fuse",
     "id_range",
@@ -276,6 +278,65 @@ def terms(conn: sqlite3.Connection, query: str, owner: str) -> tuple[list[str], 
     if all(word in STOP_WORDS for word in label_key(rest).split()):
         return clauses, []  # only question words would be left
     return analyze(rest), labels
+
+
+def favour_days(
+    conn: sqlite3.Connection, query: str, hits: list[Hit], owner: str, wanted: int
+) -> list[Hit]:
+    """``hits`` after the rows of the days ``query`` names, ranked by its other words, go first.
+
+    The day is the question's strongest key: "What did Gina find on 1 February, 2023?" asks
+    about that day's lines (see :mod:`harness.memory._dates`). When none of them matches the
+    other words, ``hits`` are left as they are.
+    """
+    days = named_days(query)
+    if days is None:
+        return hits
+    dated = _on_days(conn, terms(conn, without_days(query), owner)[0], owner, days, wanted)
+    if not dated:
+        return hits
+    lead = max(hit[4] for hit in [*dated, *hits])
+    first = {hit[0] for hit in dated}
+    ahead = [(*hit[:4], hit[4] + lead) for hit in dated]
+    return [*ahead, *(hit for hit in hits if hit[0] not in first)][:wanted]
+
+
+def _on_days(
+    conn: sqlite3.Connection, clauses: Sequence[str], owner: str, days: str, wanted: int
+) -> list[Hit]:
+    """The rows of ``owner`` matching ``days`` that hold a clause, by the idf of those clauses.
+
+    Not ``bm25()``: it counts, for each phrase's idf, every row of the index that holds it,
+    and the words of a question about a day are common ones (40 ms at a million rows). A
+    day's rows are one short posting list, so which of them hold a clause is cheap to ask;
+    the idf comes from the clause's estimated frequency, counted for the query anyway.
+    """
+    low, high = id_range(conn)
+    if low is None or high is None:
+        return []
+    total = max(total_rows(conn), 1)
+    scope = within(days, owner)
+    scores: dict[int, float] = {}
+    for clause in clauses:
+        frequency = min(_frequency(conn, clause, low, high), total)
+        idf = max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
+        own = set(_rows_matching(conn, f"({own_part(clause)}) AND {scope}"))
+        for row_id in _rows_matching(conn, f"({clause}) AND {scope}"):
+            gain = 2 * idf if row_id in own else idf  # the line and its window, or the window
+            scores[row_id] = scores.get(row_id, 0.0) + gain
+    best = sorted(scores, key=lambda row_id: (-scores[row_id], -row_id))[:wanted]
+    found = conn.execute(
+        "SELECT id, path, line_number, content FROM memory_lines "
+        "WHERE id IN (SELECT value FROM json_each(?)) AND owner = ?",
+        (json.dumps(best), owner),
+    )
+    return sorted(((*row, scores[row[0]]) for row in found), key=lambda hit: (-hit[4], -hit[0]))
+
+
+def _rows_matching(conn: sqlite3.Connection, expression: str) -> list[int]:
+    """The newest ``RANK_BUDGET`` rows matching ``expression`` (a bounded scan)."""
+    query = {"query": expression, "limit": RANK_BUDGET}
+    return [row_id for (row_id,) in conn.execute(NEWEST_SQL, query)]
 
 
 def favour_speakers(conn: sqlite3.Connection, hits: list[Hit], labels: Sequence[str]) -> list[Hit]:

@@ -26,8 +26,9 @@ Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
 A row's ``owner`` is ``<segment>`` under ``users/<segment>/`` and ``""`` (shared) otherwise; a
 search for a user sees that user's rows only: the shared rows are the memory and transcripts
 of calls made without a user, which are not a user's to see. ``cjk`` holds
-bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date and the
-section heading (weight 0.3); ``near`` and ``speaker`` place a turn of a conversation
+bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date, the days
+the line's "yesterday" or "last Tuesday" mean (:mod:`harness.memory._dates`) and the section
+heading (weight 0.3); ``near`` and ``speaker`` place a turn of a conversation
 (:mod:`harness.memory._fts`). ``tests/unit/memory/test_index_schema_doc.py`` holds this list to
 the database the index creates. The FTS table is written by this class, set-based, rather than by
 triggers: FTS5 flushes a segment at every statement savepoint, and a trigger per row made bulk
@@ -38,9 +39,11 @@ content hash.
 Queries (:mod:`harness.memory._query`): words minus stop words, irregular forms widened, CJK
 runs as bigrams; one clause per term, OR'ed and ranked by BM25. The cost of ranking is bounded
 (:mod:`harness.memory._search`): only the rarest clauses whose rows fit ``RANK_BUDGET`` go into
-``bm25()``, the frequent ones add their idf to the candidates that hold them. With an embedder,
-the keyword ranking and an exact vector ranking are fused by reciprocal rank fusion, with no
-score threshold, so a keyword hit is never dropped for a low similarity.
+``bm25()``, the frequent ones add their idf to the candidates that hold them. A question that
+names a day ("on 1 February, 2023", "in May 2023") ranks the rows of that day first. With an
+embedder, the keyword ranking and an exact vector ranking are fused by a weighted sum of their
+normalized scores, with no score threshold, so a keyword hit is never dropped for a low
+similarity.
 
 Concurrency: WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` for every write and one read
 transaction per search, so readers in other processes never block and see whole files; writers
@@ -78,6 +81,7 @@ from harness.memory._fts import (
 )
 from harness.memory._search import (
     RANK_BUDGET,
+    favour_days,
     favour_speakers,
     fuse,
     keyword_hits,
@@ -724,7 +728,8 @@ class MemoryIndex:
         wanted = max(limit, _CANDIDATES)
         with self._lock, self._snapshot() as conn:
             clauses, labels = terms(conn, query, owner)
-            hits = favour_speakers(conn, keyword_hits(conn, clauses, owner, wanted), labels)
+            hits = keyword_hits(conn, clauses, owner, wanted)
+            hits = favour_speakers(conn, favour_days(conn, query, hits, owner, wanted), labels)
             if embedder is not None and probe is not None:
                 matrix = self._vectors.matrix(conn, embedder.dimensions, self._commits)
                 semantic = matrix.top(probe, (owner,), wanted)

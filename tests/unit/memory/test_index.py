@@ -48,7 +48,12 @@ def test_open_creates_the_database_in_base_dir_with_recorded_migrations(tmp_path
     names = [row[0] for row in conn.execute("SELECT name FROM _harness_migrations ORDER BY name")]
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     conn.close()
-    assert names == ["m001_lines_and_fts", "m002_vectors", "m003_neighbours_and_speakers"]
+    assert names == [
+        "m001_lines_and_fts",
+        "m002_vectors",
+        "m003_neighbours_and_speakers",
+        "m004_resolved_days",
+    ]
     assert mode == "wal"
 
 
@@ -60,7 +65,7 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
     index.close()
     with MemoryIndex(tmp_path) as again:
         conn = sqlite3.connect(tmp_path / INDEX_FILE)
-        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (3,)
+        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (4,)
         conn.close()
         assert again.search("Berlin", snippets=False)[0].line_number == 2
 
