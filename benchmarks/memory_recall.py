@@ -12,7 +12,8 @@ lowercase ``\\w+`` tokens, the k best lines):
    characters the k hits return and the median milliseconds per query.
    Targets: snippets recall@5 >= 0.67 at <= 1,500 characters per query; one line per hit
    >= 0.58; both above rank_bm25. Recall@5 is also given per LoCoMo category (multi-hop,
-   temporal, open-domain, single-hop). ``--baseline REV`` adds, in the same run, MemoryIndex
+   temporal, open-domain, single-hop); on the held-out conversations (measured elsewhere)
+   the target is snippets >= 0.70 overall and >= 0.35 on multi-hop. ``--baseline REV`` adds, in the same run, MemoryIndex
    snippets as the revision ``REV`` has them (``main``, a commit): its tree is checked out in
    a temporary git worktree and measured by this very script in a process of its own.
 2. **Generated logs** (``_recall_data.py``, seeded): six months of daily memory files (about
@@ -163,7 +164,7 @@ def _conversation_table(items: Sequence[Conversation], baseline: tuple[str, _Tal
         print(f"MemoryIndex snippets / {baseline[0]} at 5: {tallies[methods[0]].at5 / then:.2f}x")
     print(
         "targets: snippets >= 0.670 at <= 1,500 chars/query; one line >= 0.580; both above "
-        "rank_bm25"
+        "rank_bm25 (held-out: snippets >= 0.70, multi-hop >= 0.35)"
     )
     print()
     names = list(tallies)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -69,6 +70,13 @@ def test_a_dated_line_is_indexed_under_its_day_and_the_day_it_means() -> None:
     assert contexts["- Ann: Hi"].startswith("May 9 2023")
     undated = rows_for("MEMORY.md", "- Ann: I swam yesterday.")
     assert undated[0][3] == ""  # no day to count from: nothing is guessed
+
+
+def test_a_transcript_message_resolves_against_its_timestamp() -> None:
+    entry = {"type": "message", "role": "user", "timestamp": "2023-05-09T10:00:00Z"}
+    text = json.dumps({**entry, "content": "I swam yesterday"})
+    (row,) = rows_for("agents/a/sessions/s.log.jsonl", text)
+    assert row[3] == "May 9 2023 d20230509 May 8 2023 d20230508"
 
 
 @settings(max_examples=300, deadline=None)
