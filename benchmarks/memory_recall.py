@@ -13,9 +13,10 @@ lowercase ``\\w+`` tokens, the k best lines):
    Targets: snippets recall@5 >= 0.67 at <= 1,500 characters per query; one line per hit
    >= 0.58; both above rank_bm25. Recall@5 is also given per LoCoMo category (multi-hop,
    temporal, open-domain, single-hop); on the held-out conversations (measured elsewhere)
-   the target is snippets >= 0.70 overall and >= 0.35 on multi-hop. ``--baseline REV`` adds, in the same run, MemoryIndex
-   snippets as the revision ``REV`` has them (``main``, a commit): its tree is checked out in
-   a temporary git worktree and measured by this very script in a process of its own.
+   the target is snippets >= 0.70 overall and >= 0.35 on multi-hop. ``--baseline REV`` adds,
+   in the same run, MemoryIndex snippets as the revision ``REV`` has them (``main``, a
+   commit): its tree is checked out in a temporary git worktree and measured by this very
+   script in a process of its own.
 2. **Generated logs** (``_recall_data.py``, seeded): six months of daily memory files (about
    5,600 lines) and 344 questions, each labelled with its answer line(s); a hit counts when it
    is an answer line (MemoryIndex one line per hit). Too easy to tell methods apart; kept as
