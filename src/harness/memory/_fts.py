@@ -13,9 +13,10 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
 - ``scope``: one token naming the owner (shared, or a user), so that "the newest rows of this
   user that match" is a scan inside the FTS index rather than a lookup per row;
 - ``context``: low-weight words about where the line sits — the date of a daily file
-  (``March 14 2026``), the days its relative phrases mean ("yesterday" in that file adds
-  ``March 13 2026``; see :mod:`harness.memory._dates`) and the markdown heading above the
-  line — so questions that name a date or a topic heading can find lines that do not repeat it;
+  (``March 14 2026 d20260314``: the words, and one key token for the day), the days its
+  relative phrases mean ("yesterday" in that file adds ``March 13 2026 d20260313``; see
+  :mod:`harness.memory._dates`) and the markdown heading above the line — so questions that
+  name a date or a topic heading can find lines that do not repeat it;
 - ``near``: for a turn of a conversation (a line with a speaker, see below), the distinct
   words of the line before and the line after in the same section that the line itself does
   not hold (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
@@ -63,6 +64,7 @@ __all__ = [
     "append_rows",
     "bulk_load",
     "cjk_grams",
+    "delete_all_rows",
     "delete_rows",
     "label_key",
     "rows_for",
@@ -264,6 +266,26 @@ def _with_neighbours(pieces: list[_Piece]) -> list[Row]:
     return rows
 
 
+def _under(day: str, heading: str) -> str:
+    """The context of the lines under ``heading`` in a file of ``day`` (day words or "")."""
+    title = heading.lstrip("#").strip()
+    return f"{day} {'' if _FLUSH_HEADING.match(title) else title}".strip()
+
+
+def _context_at(rel_path: str, lines: Sequence[str], number: int) -> str:
+    """The context line ``number`` (1-based) starts with: its day and the heading above it.
+
+    Without the days any line's own phrases add (see :func:`append_rows`).
+    """
+    when = _day_of(rel_path)
+    day = day_words(when) if when is not None else ""
+    for raw in reversed(lines[: number - 1]):
+        line = raw.strip()
+        if line.startswith("#"):
+            return _under(day, line)
+    return day
+
+
 def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | None) -> list[Row]:
     when = _day_of(rel_path)
     day = day_words(when) if when is not None else ""
@@ -275,10 +297,8 @@ def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | Non
         if not line:
             continue
         if line[0] == "#":
-            title = line.lstrip("#").strip()
-            heading = "" if _FLUSH_HEADING.match(title) else title
             _append(pieces, number, line, day, "", -1)
-            context = f"{day} {heading}".strip()
+            context = _under(day, line)
             section += 1
         elif len(line) <= MAX_ROW_CHARS and line.isascii():  # the common case, kept cheap
             said = _dated(context, line, when)
@@ -343,6 +363,17 @@ _ROWS_OF = (
     "ON l.id >= f.first_id AND l.id < f.first_id + f.rows "
     "WHERE f.path IN (SELECT value FROM json_each(?))"
 )
+
+
+def delete_all_rows(conn: sqlite3.Connection) -> None:
+    """Delete every row and file record, inside the caller's transaction.
+
+    The next catch-up indexes every file again.
+    """
+    conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
+    for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("INSERT OR REPLACE INTO memory_meta (key, value) VALUES ('rows', '0')")
 
 
 def delete_rows(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
@@ -443,16 +474,18 @@ def append_rows(
     if old_owner != owner or not 0 < chars < len(text) or digest(text[:chars]) != old_sha:
         return None
     last = conn.execute(
-        "SELECT id, line_number, context FROM memory_lines WHERE id >= ? AND id < ? ORDER BY id",
+        "SELECT id, line_number FROM memory_lines WHERE id >= ? AND id < ? ORDER BY id",
         (max(first, first + count - _LAST_ROWS), first + count),
     ).fetchall()
-    numbers = sorted({number for _, number, _ in last})
+    numbers = sorted({number for _, number in last})
     if len(numbers) < 3:
         return None
     before, redo = numbers[-3], numbers[-2]  # read from `before`, replaced from `redo` on
-    context = next(c for _, number, c in last if number == before)
-    kept = next(i for i, number, _ in last if number == redo) - first
+    kept = next(i for i, number in last if number == redo) - first
     lines = text.split("\n")
+    # The context from the text, not from the row stored for `before`: that one also holds
+    # the days its own "yesterday" means, which are not the next lines'.
+    context = None if path.endswith(".jsonl") else _context_at(path, lines, before)
     rows = rows_for(path, "\n".join(lines[before - 1 :]), first_line=before, context=context)
     tail = [row for row in rows if row[0] >= redo]
     if kept + len(tail) > capacity:
@@ -622,12 +655,9 @@ def _m003_neighbours_and_speakers(conn: sqlite3.Connection) -> None:
 
 
 def _m004_resolved_days(conn: sqlite3.Connection) -> None:
-    # A dated line's context now holds the days its "yesterday" or "last Tuesday" means: every
-    # file is indexed again at the next catch-up (the schema is unchanged).
-    conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
-    for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
-        conn.execute(f"DELETE FROM {table}")
-    conn.execute("INSERT OR REPLACE INTO memory_meta (key, value) VALUES ('rows', '0')")
+    # A dated line's context now holds its day's key and the days its "yesterday" or "last
+    # Tuesday" means: every file is indexed again at the next catch-up (same schema).
+    delete_all_rows(conn)
 
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]

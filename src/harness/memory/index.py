@@ -74,6 +74,7 @@ from harness.memory._fts import (
     Pending,
     append_rows,
     bulk_load,
+    delete_all_rows,
     delete_rows,
     rows_for,
     write_rows,
@@ -586,10 +587,7 @@ class MemoryIndex:
     def clear(self) -> None:
         """Drop every row: the next catch-up indexes every file again."""
         with self.atomic() as conn:
-            conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
-            for table in ("memory_lines", "memory_vectors", "memory_files", "memory_labels"):
-                conn.execute(f"DELETE FROM {table}")
-            conn.execute("UPDATE memory_meta SET value = '0' WHERE key = 'rows'")
+            delete_all_rows(conn)
 
     def rebuild(self, workspace: Path) -> IndexStats:
         """Drop every row and index the workspace again (the recovery path for a bad index)."""

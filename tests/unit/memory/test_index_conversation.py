@@ -244,6 +244,7 @@ _CHAT_LINE = st.one_of(
     st.just("## Conversation at noon"),
     st.just(""),
     st.just("- " + "long " * 450 + "tea"),  # split into rows
+    st.just("- Ann: I swam yesterday, and two weeks ago"),  # a day the line means
 )
 
 
