@@ -23,6 +23,13 @@ word. A query word (or two or three in a row) that starts at least ``LABEL_MIN_R
 owner's rows as a label is taken out of the match, as long as something else is left to match,
 and the candidates that speaker said get ``SPEAKER_BONUS`` times the best score on top.
 
+A question that names a day ("on 1 February, 2023", "in May 2023"; see
+:mod:`harness.memory._dates`) puts the rows of that day first: each row holding a clause
+scores the idf of the clauses it holds (twice for its own text, once for its window), and these
+rows go ahead of the others. The day is one key token, so its rows are a short posting list;
+``bm25()`` is not used there, since it would count every row of the index holding each of the
+question's (common) words.
+
 With an embedder, the two rankings are fused by a weighted sum of their normalized scores with a
 small dense weight. Reciprocal-rank fusion lowered recall on conversation logs: it gives the
 dense ranking's best row as much as the keyword ranking's, and on short turns the dense ranking
@@ -244,13 +251,18 @@ def _add_idf(
     )
     probe = f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?"
     for frequency, clause in rest:
-        frequency = min(frequency, total)  # an estimate may exceed the count
-        idf = max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
+        idf = _idf(frequency, total)
         own = {row_id for (row_id,) in conn.execute(probe, (own_part(clause),))}
         for (row_id,) in conn.execute(probe, (clause,)):
             i, path, line, content, score = hits[row_id]
             gain = 2 * idf if row_id in own else idf  # the line and its window, or the window
             hits[row_id] = (i, path, line, content, score + gain)
+
+
+def _idf(frequency: int, total: int) -> float:
+    """BM25's idf of a clause ``frequency`` of ``total`` rows hold (an estimate may exceed it)."""
+    frequency = min(frequency, total)
+    return max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
 
 
 def terms(conn: sqlite3.Connection, query: str, owner: str) -> tuple[list[str], list[str]]:
@@ -318,8 +330,7 @@ def _on_days(
     scope = within(days, owner)
     scores: dict[int, float] = {}
     for clause in clauses:
-        frequency = min(_frequency(conn, clause, low, high), total)
-        idf = max(1e-6, math.log((total - frequency + 0.5) / (frequency + 0.5)))
+        idf = _idf(_frequency(conn, clause, low, high), total)
         own = set(_rows_matching(conn, f"({own_part(clause)}) AND {scope}"))
         for row_id in _rows_matching(conn, f"({clause}) AND {scope}"):
             gain = 2 * idf if row_id in own else idf  # the line and its window, or the window
