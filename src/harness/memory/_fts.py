@@ -15,8 +15,10 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
 - ``context``: low-weight words about where the line sits — the date of a daily file
   (``March 14 2026 d20260314``: the words, and one key token for the day), the days its
   relative phrases mean ("yesterday" in that file adds ``March 13 2026 d20260313``; see
-  :mod:`harness.memory._dates`) and the markdown heading above the line — so questions that
-  name a date or a topic heading can find lines that do not repeat it;
+  :mod:`harness.memory._dates`), the places it names, as a key token with their country and
+  continent (see :mod:`harness.memory._places`), and the markdown heading above the line — so
+  questions that name a date, a country or a topic heading, or ask for a place, can find lines
+  that do not repeat it;
 - ``near``: for a turn of a conversation (a line with a speaker, see below), the distinct
   words of the line before and the line after in the same section that the line itself does
   not hold (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
@@ -47,6 +49,7 @@ from typing import Final
 
 from harness.memory._dates import day_words, resolved_days
 from harness.memory._files import digest
+from harness.memory._places import place_words
 
 __all__ = [
     "CJK_CHARS",
@@ -189,12 +192,14 @@ def _day_of(rel_path: str) -> date | None:
         return None
 
 
-def _dated(context: str, line: str, day: date | None) -> str:
-    """``context`` with the days the line's relative phrases mean ("yesterday"), if any."""
-    if day is None:
-        return context
-    resolved = resolved_days(line, day)
-    return f"{context} {resolved}" if resolved else context
+def _keyed(context: str, line: str, day: date | None) -> str:
+    """``context`` with the keys of the line, if any.
+
+    The days its relative phrases mean ("yesterday") and the places it names (see
+    :mod:`harness.memory._places`).
+    """
+    keys = " ".join(filter(None, (resolved_days(line, day) if day else "", place_words(line))))
+    return f"{context} {keys}" if keys else context
 
 
 def _pieces(line: str) -> list[str]:
@@ -301,10 +306,10 @@ def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | Non
             context = _under(day, line)
             section += 1
         elif len(line) <= MAX_ROW_CHARS and line.isascii():  # the common case, kept cheap
-            said = _dated(context, line, when)
+            said = _keyed(context, line, when)
             pieces.append((number, line, "", said, speaker_of(line), section))
         else:
-            _append(pieces, number, line, _dated(context, line, when), speaker_of(line), section)
+            _append(pieces, number, line, _keyed(context, line, when), speaker_of(line), section)
     return _with_neighbours(pieces)
 
 
@@ -329,7 +334,7 @@ def _transcript_rows(text: str, first_line: int) -> list[Row]:
         speaker = label_key(role) if isinstance(role, str) else ""
         for line in content.split("\n"):
             if line.strip():
-                _append(pieces, number, line.strip(), _dated(context, line, when), speaker, 0)
+                _append(pieces, number, line.strip(), _keyed(context, line, when), speaker, 0)
     return _with_neighbours(pieces)
 
 
@@ -660,6 +665,12 @@ def _m004_resolved_days(conn: sqlite3.Connection) -> None:
     delete_all_rows(conn)
 
 
+def _m005_place_keys(conn: sqlite3.Connection) -> None:
+    # A line that names a place now holds the place key, its country and its continent in its
+    # context: every file is indexed again at the next catch-up (same schema).
+    delete_all_rows(conn)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: Final[Sequence[Migration]] = (
@@ -667,5 +678,6 @@ MIGRATIONS: Final[Sequence[Migration]] = (
     ("m002_vectors", _m002_vectors),
     ("m003_neighbours_and_speakers", _m003_neighbours_and_speakers),
     ("m004_resolved_days", _m004_resolved_days),
+    ("m005_place_keys", _m005_place_keys),
 )
 """Schema changes in order; each runs once per database, recorded in ``_harness_migrations``."""

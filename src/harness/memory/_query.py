@@ -34,7 +34,7 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of", "own_part", "without"]
+__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of", "key_clause", "own_part", "without"]
 
 MAX_CLAUSES: Final = 24
 """At most this many clauses per query: a pasted paragraph searches its first words, and the
@@ -133,6 +133,11 @@ def analyze(text: str) -> list[str]:
     if words:
         clauses = _latin_clauses(words) + clauses
     return list(dict.fromkeys(clauses))[:MAX_CLAUSES]
+
+
+def key_clause(token: str) -> str:
+    """The clause of a key token the index puts in a row's ``context`` (a place, a day)."""
+    return f"(context : {_phrase(token)})"
 
 
 def own_part(clause: str) -> str:

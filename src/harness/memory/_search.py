@@ -30,6 +30,10 @@ rows go ahead of the others. The day is one key token, so its rows are a short p
 ``bm25()`` is not used there, since it would count every row of the index holding each of the
 question's (common) words.
 
+A question that asks for a place ("Which cities has Jon visited?") has one more clause, the
+place key every row naming a known place holds in its context (see
+:mod:`harness.memory._places`): ranked like any other clause, by its idf.
+
 With an embedder, the two rankings are fused by a weighted sum of their normalized scores with a
 small dense weight. Reciprocal-rank fusion lowered recall on conversation logs: it gives the
 dense ranking's best row as much as the keyword ranking's, and on short turns the dense ranking
@@ -54,7 +58,8 @@ from harness.memory._fts import (
     scope_token,
     total_rows,
 )
-from harness.memory._query import all_of, analyze, any_of, own_part, without
+from harness.memory._places import PLACE_KEY, asks_for_place
+from harness.memory._query import all_of, analyze, any_of, key_clause, own_part, without
 
 __all__ = [
     "BM25_SQL",
@@ -269,8 +274,18 @@ def terms(conn: sqlite3.Connection, query: str, owner: str) -> tuple[list[str], 
     """The clauses to match for ``query`` and the speaker labels taken out of them.
 
     A label is taken out only when something else is left to match: "What did Caroline say?"
-    still searches for Caroline.
+    still searches for Caroline. A question that asks for a place also looks for the place key
+    (see :mod:`harness.memory._places`).
     """
+    clauses, labels = _words_and_labels(conn, query, owner)
+    if clauses and asks_for_place(query):
+        clauses = [*clauses, key_clause(PLACE_KEY)]
+    return clauses, labels
+
+
+def _words_and_labels(
+    conn: sqlite3.Connection, query: str, owner: str
+) -> tuple[list[str], list[str]]:
     clauses = analyze(query)
     words = label_key(query).split()[:_LABEL_WORDS]
     grams = {" ".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}

@@ -53,6 +53,7 @@ def test_open_creates_the_database_in_base_dir_with_recorded_migrations(tmp_path
         "m002_vectors",
         "m003_neighbours_and_speakers",
         "m004_resolved_days",
+        "m005_place_keys",
     ]
     assert mode == "wal"
 
@@ -65,9 +66,49 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
     index.close()
     with MemoryIndex(tmp_path) as again:
         conn = sqlite3.connect(tmp_path / INDEX_FILE)
-        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (4,)
+        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (5,)
         conn.close()
         assert again.search("Berlin", snippets=False)[0].line_number == 2
+
+
+@pytest.mark.parametrize(
+    ("migration", "line", "question", "found"),
+    [
+        (
+            "m004_resolved_days",
+            "- Ann: I went to a support group yesterday.",
+            "Where did Ann go on 7 May 2023?",
+            "support group",
+        ),
+        (
+            "m005_place_keys",
+            "- Ann: Took a short trip last week to Rome.",
+            "Has Ann ever been to Italy?",
+            "Rome",
+        ),
+    ],
+)
+def test_an_index_made_before_a_migration_that_adds_keys_is_indexed_again(
+    tmp_path: Path, migration: str, line: str, question: str, found: str
+) -> None:
+    """The migration drops the rows whose context lacks its keys; a catch-up restores them."""
+    workspace = tmp_path / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "memory" / "2023-05-08.md").write_text(
+        f"# 2023-05-08\n{line}\n- Ann: I went hiking.\n"
+    )
+    with MemoryIndex(tmp_path) as index:
+        index.index_all_from_workspace(workspace)
+    conn = sqlite3.connect(tmp_path / INDEX_FILE)
+    with conn:  # what an index of the previous version holds: no keys, no record of the migration
+        conn.execute("UPDATE memory_lines SET context = 'May 8 2023'")
+        conn.execute("DELETE FROM _harness_migrations WHERE name = ?", (migration,))
+    conn.close()
+    with MemoryIndex(tmp_path) as index:
+        stats = index.index_all_from_workspace(workspace)
+        hit = index.search(question, 1, snippets=False)[0]
+    assert stats.indexed == 1
+    assert found in hit.content
 
 
 def test_a_file_that_is_not_a_database_raises_storage_error_naming_the_fix(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from harness.memory._dates import day_words, named_days, resolved_days, without_days
 from harness.memory._fts import TOKENIZER, rows_for
-from harness.memory.index import INDEX_FILE, MemoryIndex
+from harness.memory.index import MemoryIndex
 
 TUESDAY = date(2023, 5, 9)
 
@@ -182,25 +182,4 @@ def test_yesterday_is_found_under_the_day_it_means(index: MemoryIndex) -> None:
     )
     index.index_from_string("memory/2023-05-09.md", "# 2023-05-09\n- Ann: I went out again.\n")
     hit = index.search("Where did Ann go on 7 May 2023?", 1, snippets=False)[0]
-    assert "support group" in hit.content
-
-
-def test_an_index_made_before_resolved_days_is_indexed_again(tmp_path: Path) -> None:
-    """The migration drops the rows whose context lacks the days; a catch-up restores them."""
-    workspace = tmp_path / "workspace"
-    (workspace / "memory").mkdir(parents=True)
-    (workspace / "memory" / "2023-05-08.md").write_text(
-        "# 2023-05-08\n- Ann: I went to a support group yesterday.\n- Ann: I went hiking.\n"
-    )
-    with MemoryIndex(tmp_path) as index:
-        index.index_all_from_workspace(workspace)
-    conn = sqlite3.connect(tmp_path / INDEX_FILE)
-    with conn:  # what an index of the previous version holds: no resolved day, no m004
-        conn.execute("UPDATE memory_lines SET context = 'May 8 2023'")
-        conn.execute("DELETE FROM _harness_migrations WHERE name = 'm004_resolved_days'")
-    conn.close()
-    with MemoryIndex(tmp_path) as index:
-        stats = index.index_all_from_workspace(workspace)
-        hit = index.search("Where did Ann go on 7 May 2023?", 1, snippets=False)[0]
-    assert stats.indexed == 1
     assert "support group" in hit.content
