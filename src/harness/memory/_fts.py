@@ -198,8 +198,11 @@ def _keyed(context: str, line: str, day: date | None) -> str:
     The days its relative phrases mean ("yesterday") and the places it names (see
     :mod:`harness.memory._places`).
     """
-    keys = " ".join(filter(None, (resolved_days(line, day) if day else "", place_words(line))))
-    return f"{context} {keys}" if keys else context
+    days = resolved_days(line, day) if day else ""
+    places = place_words(line)
+    if days:
+        context = f"{context} {days}"
+    return f"{context} {places}" if places else context
 
 
 def _pieces(line: str) -> list[str]:

@@ -90,8 +90,11 @@ def place_words(text: str) -> str:
     Netherlands", "visited Paris and Lyon"): one scan in C of each line indexed, and the
     sign that tells a place from a person ("Thanks, Sofia!") or a word ("Nice pic!").
     """
+    named = _PLACES_AFTER.findall(text)
+    if not named:  # most lines
+        return ""
     found: dict[str, None] = {}
-    for listed in _PLACES_AFTER.findall(text):
+    for listed in named:
         words = listed.replace(",", " ").split()
         i = 0
         while i < len(words):

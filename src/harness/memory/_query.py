@@ -136,7 +136,7 @@ def analyze(text: str) -> list[str]:
 
 
 def key_clause(token: str) -> str:
-    """The clause of a key token the index puts in a row's ``context`` (a place, a day)."""
+    """The clause of a key token the index puts in a row's ``context`` (the place key)."""
     return f"(context : {_phrase(token)})"
 
 
