@@ -15,10 +15,9 @@ the FTS5 table ``memory_lines_fts`` indexes (see :mod:`harness.memory.index` for
 - ``context``: low-weight words about where the line sits — the date of a daily file
   (``March 14 2026 d20260314``: the words, and one key token for the day), the days its
   relative phrases mean ("yesterday" in that file adds ``March 13 2026 d20260313``; see
-  :mod:`harness.memory._dates`), the places it names, as a key token with their country and
-  continent (see :mod:`harness.memory._places`), and the markdown heading above the line — so
-  questions that name a date, a country or a topic heading, or ask for a place, can find lines
-  that do not repeat it;
+  :mod:`harness.memory._dates`), a key token when it names a place (see
+  :mod:`harness.memory._places`), and the markdown heading above the line — so questions that
+  name a date or a topic heading, or ask for a place, can find lines that do not repeat it;
 - ``near``: for a turn of a conversation (a line with a speaker, see below), the distinct
   words of the line before and the line after in the same section that the line itself does
   not hold (never across a heading or a file; at most ``NEAR_CHARS`` of each). In a
@@ -49,7 +48,7 @@ from typing import Final
 
 from harness.memory._dates import day_words, resolved_days
 from harness.memory._files import digest
-from harness.memory._places import place_words
+from harness.memory._places import PLACE_KEY, names_a_place
 
 __all__ = [
     "CJK_CHARS",
@@ -195,14 +194,13 @@ def _day_of(rel_path: str) -> date | None:
 def _keyed(context: str, line: str, day: date | None) -> str:
     """``context`` with the keys of the line, if any.
 
-    The days its relative phrases mean ("yesterday") and the places it names (see
-    :mod:`harness.memory._places`).
+    The days its relative phrases mean ("yesterday"), and the place key when it names a place
+    (see :mod:`harness.memory._places`).
     """
     days = resolved_days(line, day) if day else ""
-    places = place_words(line)
     if days:
         context = f"{context} {days}"
-    return f"{context} {places}" if places else context
+    return f"{context} {PLACE_KEY}" if names_a_place(line) else context
 
 
 def _pieces(line: str) -> list[str]:
@@ -669,8 +667,8 @@ def _m004_resolved_days(conn: sqlite3.Connection) -> None:
 
 
 def _m005_place_keys(conn: sqlite3.Connection) -> None:
-    # A line that names a place now holds the place key, its country and its continent in its
-    # context: every file is indexed again at the next catch-up (same schema).
+    # A line that names a place now holds the place key in its context: every file is indexed
+    # again at the next catch-up (same schema).
     delete_all_rows(conn)
 
 

@@ -83,7 +83,7 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
         (
             "m005_place_keys",
             "- Ann: Took a short trip last week to Rome.",
-            "Has Ann ever been to Italy?",
+            "Which cities has Ann visited?",
             "Rome",
         ),
     ],
