@@ -191,6 +191,11 @@ def _day_of(rel_path: str) -> date | None:
         return None
 
 
+def _words_of(day: date | None) -> str:
+    """A day as a row's context holds it (:func:`day_words`), or "" for a file without one."""
+    return "" if day is None else day_words(day)
+
+
 def _keyed(context: str, line: str, day: date | None) -> str:
     """``context`` with the keys of the line, if any.
 
@@ -283,8 +288,7 @@ def _context_at(rel_path: str, lines: Sequence[str], number: int) -> str:
 
     Without the days any line's own phrases add (see :func:`append_rows`).
     """
-    when = _day_of(rel_path)
-    day = day_words(when) if when is not None else ""
+    day = _words_of(_day_of(rel_path))
     for raw in reversed(lines[: number - 1]):
         line = raw.strip()
         if line.startswith("#"):
@@ -294,7 +298,7 @@ def _context_at(rel_path: str, lines: Sequence[str], number: int) -> str:
 
 def _markdown_rows(rel_path: str, text: str, first_line: int, context: str | None) -> list[Row]:
     when = _day_of(rel_path)
-    day = day_words(when) if when is not None else ""
+    day = _words_of(when)
     context = day if context is None else context
     section = 0
     pieces: list[_Piece] = []
@@ -330,7 +334,7 @@ def _transcript_rows(text: str, first_line: int) -> list[Row]:
             continue
         stamp = entry.get("timestamp")
         when = _day_of(f"{stamp[:10]}.md") if isinstance(stamp, str) else None
-        context = day_words(when) if when is not None else ""
+        context = _words_of(when)
         role = entry.get("role")
         speaker = label_key(role) if isinstance(role, str) else ""
         for line in content.split("\n"):

@@ -25,14 +25,15 @@ Schema (ordered, named migrations in :mod:`harness.memory._fts`, recorded in
 
 A row's ``owner`` is ``<segment>`` under ``users/<segment>/`` and ``""`` (shared) otherwise; a
 search for a user sees that user's rows only: the shared rows are the memory and transcripts
-of calls made without a user, which are not a user's to see. ``cjk`` holds
-bigrams of Chinese, Japanese and Korean text and ``context`` the daily file's date, the days
-the line's "yesterday" or "last Tuesday" mean (:mod:`harness.memory._dates`) and the section
-heading (weight 0.3); ``near`` and ``speaker`` place a turn of a conversation
-(:mod:`harness.memory._fts`). ``tests/unit/memory/test_index_schema_doc.py`` holds this list to
-the database the index creates. The FTS table is written by this class, set-based, rather than by
-triggers: FTS5 flushes a segment at every statement savepoint, and a trigger per row made bulk
-indexing 7x slower. A file is re-indexed by deleting its id range and inserting its new rows,
+of calls made without a user, which are not a user's to see. ``cjk`` holds bigrams of
+Chinese, Japanese and Korean text and ``context`` the daily file's date, the days the line's
+"yesterday" or "last Tuesday" mean (:mod:`harness.memory._dates`), a key when it names a place
+(:mod:`harness.memory._places`) and the section heading (weight 0.3); ``near`` and
+``speaker`` place a turn of a conversation (:mod:`harness.memory._fts`).
+``tests/unit/memory/test_index_schema_doc.py`` holds this list to the database the index
+creates. The FTS table is written by this class, set-based, rather than by triggers: FTS5
+flushes a segment at every statement savepoint, and a trigger per row made bulk indexing 7x
+slower. A file is re-indexed by deleting its id range and inserting its new rows,
 so the cost depends on that file alone; an unchanged file is skipped by size and mtime, then by
 content hash.
 
@@ -40,10 +41,10 @@ Queries (:mod:`harness.memory._query`): words minus stop words, irregular forms 
 runs as bigrams; one clause per term, OR'ed and ranked by BM25. The cost of ranking is bounded
 (:mod:`harness.memory._search`): only the rarest clauses whose rows fit ``RANK_BUDGET`` go into
 ``bm25()``, the frequent ones add their idf to the candidates that hold them. A question that
-names a day ("on 1 February, 2023", "in May 2023") ranks the rows of that day first. With an
-embedder, the keyword ranking and an exact vector ranking are fused by a weighted sum of their
-normalized scores, with no score threshold, so a keyword hit is never dropped for a low
-similarity.
+names a day ("on 1 February, 2023", "in May 2023") ranks the rows of that day first; one that
+asks for a place ("Which cities…?") also looks for the place key. With an embedder, the
+keyword ranking and an exact vector ranking are fused by a weighted sum of their normalized
+scores, with no score threshold, so a keyword hit is never dropped for a low similarity.
 
 Concurrency: WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` for every write and one read
 transaction per search, so readers in other processes never block and see whole files; writers
