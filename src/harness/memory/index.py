@@ -44,7 +44,9 @@ runs as bigrams; one clause per term, OR'ed and ranked by BM25. The cost of rank
 names a day ("on 1 February, 2023", "in May 2023") ranks the rows of that day first; one that
 asks for a place ("Which cities…?") also looks for the place key. With an embedder, the
 keyword ranking and an exact vector ranking are fused by a weighted sum of their normalized
-scores, with no score threshold, so a keyword hit is never dropped for a low similarity.
+scores, with no score threshold, so a keyword hit is never dropped for a low similarity. The
+hits of a question that asks for a list ("What books has Ann read?") are spread over the files
+(:mod:`harness.memory._lists`).
 
 Concurrency: WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` for every write and one read
 transaction per search, so readers in other processes never block and see whole files; writers
@@ -81,6 +83,7 @@ from harness.memory._fts import (
     write_rows,
     write_tail,
 )
+from harness.memory._lists import asks_for_list, spread
 from harness.memory._search import (
     RANK_BUDGET,
     favour_days,
@@ -733,6 +736,8 @@ class MemoryIndex:
                 matrix = self._vectors.matrix(conn, embedder.dimensions, self._commits)
                 semantic = matrix.top(probe, (owner,), wanted)
                 hits = fuse(conn, hits, semantic, wanted)
+            if asks_for_list(query):
+                hits = spread(hits)
             if not snippets:
                 return [SearchHit(p, n, text, score, n) for _, p, n, text, score in hits[:limit]]
             chars = SNIPPET_CHARS * limit if budget is None else budget
