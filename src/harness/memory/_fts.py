@@ -119,11 +119,15 @@ STOP_WORDS: Final = frozenset(
         theirs them themselves then there these they this those through to too under until up us ve
         very was wasn we were weren what whats when where which while who whom whose why will with
         won would wouldn y you your yours yourself yourselves tell remind recall remember know does
-        anything something please again also
+        anything something please again also get gets getting got gotten go goes going gone went
         """
     )
 )
-"""Question and function words that say nothing about which line answers."""
+"""Question and function words that say nothing about which line answers.
+
+With the forms of "get" and "go" (as in the stop lists of SMART and MySQL): a conversation
+says them on every other line ("Got it!", "Gotta go"), so "When did John get his dog?" found
+every short line that says "got" before the one about the dog."""
 
 NEAR_CHARS: Final = 300
 """At most this many characters of each neighbour go into a row's ``near`` column."""

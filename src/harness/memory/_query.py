@@ -61,8 +61,8 @@ _IRREGULAR_GROUPS: Final = """
     become became | begin began begun | break broke broken | bring brought | build built |
     buy bought | catch caught | choose chose chosen | come came | cost | cut | drink drank drunk |
     drive drove driven | eat ate eaten | fall fell fallen | feed fed | feel felt | fight fought |
-    find found | fly flew flown | forget forgot forgotten | freeze froze frozen | get got gotten |
-    give gave given | go went gone goes | grow grew grown | hear heard | hide hid hidden |
+    find found | fly flew flown | forget forgot forgotten | freeze froze frozen |
+    give gave given | grow grew grown | hear heard | hide hid hidden |
     hold held | hurt | keep kept | know knew known | lead led | leave left | lend lent |
     lose lost | make made | mean meant | meet met | pay paid | quit | read | ride rode ridden |
     ring rang rung | run ran | say said | see saw seen | sell sold | send sent | shoot shot |

@@ -276,6 +276,20 @@ def test_possessives_plurals_and_irregular_verbs_match(index: MemoryIndex) -> No
     assert index.search("When did I go to Porto?", snippets=False)[0].line_number == 3
 
 
+def test_a_line_that_shares_only_get_or_go_with_a_question_is_not_a_hit(
+    index: MemoryIndex,
+) -> None:
+    """ "Got it!" is half a conversation: it found every question that says "get" or "go"."""
+    index.index_from_string(
+        "MEMORY.md",
+        "- Got to go, talk later!\n- Got it.\n- Went home early.\n- The dentist said all is fine.",
+    )
+    question = "When did I go to the dentist, and what did I get?"
+    hits = index.search(question, snippets=False)
+    assert [hit.content for hit in hits] == ["- The dentist said all is fine."]
+    assert index.search("go", snippets=False)[0].line_number == 1  # nothing else to look for
+
+
 def test_accents_and_case_fold(index: MemoryIndex) -> None:
     index.index_from_string("MEMORY.md", "- Lena studied in Zürich.")
     assert len(index.search("ZURICH", snippets=False)) == 1
