@@ -2,17 +2,18 @@
 
 A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when",
 "did", "to") are dropped; irregular verb and noun forms are widened to their siblings ("buy"
-also looks for "bought"), because the ``porter`` stemmer only handles regular endings; and each
-remaining word becomes one *clause*: a quoted phrase restricted to the ``content``, ``cjk``
-(for Latin words written against CJK text) and ``context`` columns, OR the same phrase in the
-line's *window*, ``{content near}``: the line with its neighbours' words. The two are separate
-phrases, each with its own idf, so a row scores the BM25 of its line plus that of its window;
-the window phrase is never rarer than the line's own, since every line holding a word holds
-it in its window too. A run of Chinese, Japanese
-or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
-(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character.
-Clauses are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and
-rarer) ones first.
+also looks for "bought"), because the ``porter`` stemmer only handles regular endings, and so
+are the other ways people write a word: short forms ("kids" for "children", "fave") and
+British spellings ("colour"); and each remaining word becomes one *clause*: a quoted phrase
+restricted to the ``content``, ``cjk`` (for Latin words written against CJK text) and
+``context`` columns, OR the same phrase in the line's *window*, ``{content near}``: the line
+with its neighbours' words. The two are separate phrases, each with its own idf, so a row
+scores the BM25 of its line plus that of its window; the window phrase is never rarer than the
+line's own, since every line holding a word holds it in its window too. A run of Chinese,
+Japanese or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
+(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character. Clauses
+are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and rarer)
+ones first.
 
 Nothing the user types reaches FTS5 syntax: a clause holds only letters, digits and CJK
 characters, always inside double quotes, so ``"``, ``*``, ``:``, ``^``, ``NEAR``, ``AND``,
@@ -70,16 +71,33 @@ _IRREGULAR_GROUPS: Final = """
     steal stole stolen | swim swam swum | take took taken | teach taught | tell told |
     think thought | throw threw thrown | understand understood | wake woke woken |
     wear wore worn | win won | write wrote written |
-    child children | person people | man men | woman women | mouse mice | foot feet |
+    person people | man men | woman women | mouse mice | foot feet |
     tooth teeth | wife wives | knife knives
 """
 
-_IRREGULAR: Final[dict[str, tuple[str, ...]]] = {
+_VARIANT_GROUPS: Final = """
+    kid child children | fave fav favorite favourite | pic photo picture | mom mum mother |
+    dad father | grandma grandmother | grandpa grandfather | hubby husband |
+    color colour | favor favour | honor honour | humor humour | neighbor neighbour |
+    center centre | theater theatre | travelled traveled | travelling traveling
+"""
+"""Words people write in more than one way, one form per stem (the stemmer finds "kids")."""
+
+_FORMS: Final[dict[str, tuple[str, ...]]] = {
     form: tuple(group.split())
-    for group in _IRREGULAR_GROUPS.split("|")
+    for group in f"{_IRREGULAR_GROUPS}|{_VARIANT_GROUPS}".split("|")
     for form in group.split()
     if len(group.split()) > 1
 }
+"""A word -> every form of its group (itself included), when it has a group."""
+
+
+def _forms(word: str) -> tuple[str, ...]:
+    """The forms to look for ``word`` as, a plural ("kids", "pics") by its singular's group."""
+    forms = _FORMS.get(word)
+    if forms is None and word.endswith("s"):
+        forms = _FORMS.get(word[:-1])
+    return forms or (word,)
 
 
 def _phrase(text: str) -> str:
@@ -92,7 +110,7 @@ def _latin_clauses(words: Sequence[str]) -> list[str]:
         kept = list(words)
     expanded: list[str] = []
     for word in kept:
-        expanded.extend(_IRREGULAR.get(word, (word,)))
+        expanded.extend(_forms(word))
         if word.isdigit() and word[0] == "0" and word.strip("0"):  # "05" also finds "5"
             expanded.append(word.lstrip("0"))
     return [

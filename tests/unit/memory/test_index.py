@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import StorageError
+from harness.memory._query import _IRREGULAR_GROUPS, _VARIANT_GROUPS, analyze
 from harness.memory.index import INDEX_FILE, IndexStats, MemoryIndex, SearchHit
 from harness.workspace import safe_segment
 
@@ -274,6 +275,29 @@ def test_possessives_plurals_and_irregular_verbs_match(index: MemoryIndex) -> No
     assert index.search("What is the name of Anna's cat?", snippets=False)[0].line_number == 1
     assert index.search("Which bike did I buy?", snippets=False)[0].line_number == 2
     assert index.search("When did I go to Porto?", snippets=False)[0].line_number == 3
+
+
+def test_short_forms_and_british_spellings_find_the_word_as_written(index: MemoryIndex) -> None:
+    index.index_from_string(
+        "MEMORY.md",
+        "- Our children love the park.\n- My favorite color is teal.\n- Sent Mum a photo.\n",
+    )
+    assert index.search("Where do the kids play?", snippets=False)[0].line_number == 1
+    assert index.search("What is my fave colour?", snippets=False)[0].line_number == 2
+    assert index.search("Which pics did my mother get?", snippets=False)[0].line_number == 3
+
+
+@pytest.mark.parametrize("groups", [_IRREGULAR_GROUPS, _VARIANT_GROUPS])
+def test_every_form_of_a_group_looks_for_the_whole_group(groups: str) -> None:
+    """A word in two groups would silently lose one of them."""
+    for group in groups.split("|"):
+        forms = group.split()
+        if len(forms) < 2:
+            continue
+        for form in forms:
+            clauses = analyze(form)
+            assert len(clauses) == len(forms), form
+            assert all(f'"{each}"' in " ".join(clauses) for each in forms), form
 
 
 def test_a_line_that_shares_only_get_or_go_with_a_question_is_not_a_hit(
