@@ -16,7 +16,7 @@ A question asks for a list (:func:`asks_for_list`) when it
   noun before the verb ends in a plural "s");
 - is in the present perfect, experience gathered over time: "Where has Melanie camped?",
   "Who have written notes…" ("has" or "have" with no "do" before it and no "to" after it:
-  "What pets does Melanie have?" and "Jon has to go" are not).
+  "What does Melanie have in her car?" and "Jon has to go" are not).
 
 Deterministic and English only, like :mod:`harness.memory._dates`; a question this misreads
 gets its hits in another order, never fewer of them.
