@@ -303,7 +303,7 @@ def test_every_form_of_a_group_looks_for_the_whole_group(groups: str) -> None:
 def test_a_line_that_shares_only_get_or_go_with_a_question_is_not_a_hit(
     index: MemoryIndex,
 ) -> None:
-    """ "Got it!" is half a conversation: it found every question that says "get" or "go"."""
+    """A chat says "Got it!" on every other line: it matched every question with get or go."""
     index.index_from_string(
         "MEMORY.md",
         "- Got to go, talk later!\n- Got it.\n- Went home early.\n- The dentist said all is fine.",
