@@ -5,7 +5,8 @@ about 0.7 µs for every row that holds each of its phrases (it counts them for t
 common words at a million lines would cost hundreds of milliseconds, so a query is planned:
 
 1. Each clause's frequency is probed with a count capped at ``RANK_BUDGET`` rows (below the cap
-   exact; above it estimated from how far back the capped scan reached).
+   exact; above it estimated from how far back the capped scan reached). A clause no row holds
+   (a typo) is dropped: it would be the rarest, and make the candidates (none) on its own.
 2. The rarest clauses whose frequencies add up to at most ``RANK_BUDGET`` are OR'ed and ranked
    by ``bm25()``: exact BM25 over those clauses. This is the whole query in a small index.
 3. If even the rarest clause is more frequent than that, the candidates are the newest visible
@@ -177,7 +178,9 @@ def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:
     low, high = id_range(conn)
     if not clauses or low is None or high is None:
         return [], []
-    ranked = sorted((_frequency(conn, clause, low, high), clause) for clause in clauses)
+    ranked = sorted(_counted(conn, clauses, low, high))
+    if not ranked:
+        return [], []
     core = _within_budget(ranked)
     if core:
         return [(BM25_SQL, any_of(core))], ranked[len(core) :]
@@ -186,6 +189,14 @@ def plan(conn: sqlite3.Connection, clauses: Sequence[str], owner: str) -> Plan:
     rarest = [own_part(clause) for _, clause in ranked[:2]]
     pair = [all_of(rarest)] if len(rarest) > 1 else []
     return [(NEWEST_SQL, expression) for expression in [*pair, rarest[0]]], ranked
+
+
+def _counted(
+    conn: sqlite3.Connection, clauses: Sequence[str], low: int, high: int
+) -> list[tuple[int, str]]:
+    """(frequency, clause) of the clauses worth matching (see the module doc, step 1)."""
+    counted = [(_frequency(conn, clause, low, high), clause) for clause in clauses]
+    return [(frequency, clause) for frequency, clause in counted if frequency > 0]
 
 
 def _within_budget(ranked: Sequence[tuple[int, str]]) -> list[str]:
@@ -344,8 +355,8 @@ def _on_days(
     total = max(total_rows(conn), 1)
     scope = within(days, owner)
     scores: dict[int, float] = {}
-    for clause in clauses:
-        idf = _idf(_frequency(conn, clause, low, high), total)
+    for frequency, clause in _counted(conn, clauses, low, high):
+        idf = _idf(frequency, total)
         own = set(_rows_matching(conn, f"({own_part(clause)}) AND {scope}"))
         for row_id in _rows_matching(conn, f"({clause}) AND {scope}"):
             gain = 2 * idf if row_id in own else idf  # the line and its window, or the window

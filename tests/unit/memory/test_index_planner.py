@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.memory import _search
 from harness.memory._query import analyze
@@ -125,3 +127,47 @@ def test_the_newest_rows_of_a_searcher_outnumbered_by_others_are_still_found(
     assert sorted(h.content for h in hits) == [f"- wifi code {i} of the house" for i in range(5)]
     bobs = index.search("wifi code", limit=5, user_id="bob", snippets=False)
     assert {h.path for h in bobs} == {"users/bob/MEMORY.md"}
+
+
+@pytest.mark.parametrize("absent", ["xyzzy", "dentsit", "appointments xyzzy plugh"])
+def test_a_word_no_row_holds_does_not_hide_the_frequent_words_matches(
+    index: MemoryIndex, absent: str
+) -> None:
+    """A typo or a word never written matches nothing; the other words still find their rows.
+
+    Such a clause is the rarest, so it alone filled the budget of rows to rank, and the query
+    came back empty though every other word matched many rows.
+    """
+    index.index_from_string("MEMORY.md", _lines(*[f"- dentist appointment {i}" for i in range(12)]))
+    hits = index.search(f"dentist {absent}", limit=3, snippets=False)
+    assert [h.content for h in hits] == [f"- dentist appointment {i}" for i in (11, 10, 9)]
+
+
+_VOCABULARY = ("dentist", "appointment", "coffee", "garden", "invoice", "paris")
+_ABSENT = st.text(alphabet="qxzj", min_size=2, max_size=14)  # letters no vocabulary word has
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(
+        st.lists(st.sampled_from(_VOCABULARY), min_size=1, max_size=4), min_size=8, max_size=40
+    ),
+    words=st.lists(st.sampled_from(_VOCABULARY), min_size=1, max_size=3),
+    absent=_ABSENT,
+)
+def test_a_word_no_row_holds_changes_no_search(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[list[str]],
+    words: list[str],
+    absent: str,
+) -> None:
+    monkeypatch.setattr(_search, "RANK_BUDGET", 5)  # most words are frequent: every plan runs
+    text = _lines(*(f"- {' '.join(line)} {i}" for i, line in enumerate(lines)))
+    with MemoryIndex(tmp_path_factory.mktemp("absent")) as index:
+        index.index_from_string("MEMORY.md", text)
+        query = " ".join(words)
+        found = [h.content for h in index.search(query, limit=4, snippets=False)]
+        assert bool(found) == any(set(words) & set(line) for line in lines)
+        for typed in (f"{query} {absent}", f"{absent} {query}"):
+            assert [h.content for h in index.search(typed, limit=4, snippets=False)] == found
