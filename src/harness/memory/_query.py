@@ -11,9 +11,10 @@ with its neighbours' words. The two are separate phrases, each with its own idf,
 scores the BM25 of its line plus that of its window; the window phrase is never rarer than the
 line's own, since every line holding a word holds it in its window too. A run of Chinese,
 Japanese or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
-(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character. Clauses
-are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more (and rarer)
-ones first.
+(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character. A compound
+is looked for however it is written: "roadtrip" also as the phrase "road trip", and two words
+in a row ("work out") also as one ("workout"); these clauses come last. Clauses are OR'ed, so
+a line needs only one of them and BM25 ranks lines that hold more (and rarer) ones first.
 
 Nothing the user types reaches FTS5 syntax: a clause holds only letters, digits and CJK
 characters, always inside double quotes, so ``"``, ``*``, ``:``, ``^``, ``NEAR``, ``AND``,
@@ -22,6 +23,7 @@ parentheses and the like are either dropped or searched as plain words.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -35,15 +37,29 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-__all__ = ["MAX_CLAUSES", "all_of", "analyze", "any_of", "key_clause", "own_part", "without"]
+__all__ = [
+    "MAX_CLAUSES",
+    "all_of",
+    "analyze",
+    "any_of",
+    "key_clause",
+    "own_part",
+    "split_word",
+    "without",
+]
 
 MAX_CLAUSES: Final = 24
 """At most this many clauses per query: a pasted paragraph searches its first words, and the
 cost of a query stays bounded whatever its length."""
 
 _MAX_WORD: Final = 64
+_COMPOUND_PART: Final = 3
+"""Each part of a compound has at least this many letters: "roadtrip" is tried as "road
+trip" and "roa dtrip", never as "ro adtrip"; "work out" is tried as "workout", "in to" never."""
 _LATIN_COLUMNS: Final = "{content cjk context}"
 _OR_NEAR: Final = " OR ({content near} : "
+_SPLIT: Final = re.compile(r'\(\{content cjk context\} : "([^\W\d_]+) ([^\W\d_]+)"\)')
+"""A clause of a word written apart (what ``_apart`` writes): its two parts."""
 _TOKEN: Final = re.compile(f"([{CJK_CHARS}]+)|((?:(?![{CJK_CHARS}])[^\\W_])+)")
 _HIRAGANA_ONLY: Final = re.compile("[\u3040-\u309f]+")
 
@@ -113,11 +129,45 @@ def _latin_clauses(words: Sequence[str]) -> list[str]:
         expanded.extend(_forms(word))
         if word.isdigit() and word[0] == "0" and word.strip("0"):  # "05" also finds "5"
             expanded.append(word.lstrip("0"))
+    return [_word_clause(w) for w in expanded if len(w) <= _MAX_WORD]
+
+
+def _joined(words: Sequence[str]) -> list[str]:
+    """Two words in a row as one ("work out" -> "workout"), the first not a stop word."""
     return [
-        f"({_LATIN_COLUMNS} : {_phrase(w)}){_OR_NEAR}{_phrase(w)})"
-        for w in expanded
-        if len(w) <= _MAX_WORD
+        _word_clause(first + second)
+        for first, second in itertools.pairwise(words)
+        if _part(first) and _part(second) and first not in STOP_WORDS
     ]
+
+
+def _apart(words: Sequence[str]) -> list[str]:
+    """A word as two ("roadtrip" -> "road trip"), at every split into parts.
+
+    Every split is tried, since which one is a compound is not known without a dictionary; a
+    split that is not one ("roa dtrip") is a phrase no line holds. A split is looked for in
+    the line's own text: a window is a set of words, with no order.
+    """
+    return [
+        f"({_LATIN_COLUMNS} : {_phrase(f'{word[:i]} {word[i:]}')})"
+        for word in words
+        if word not in STOP_WORDS and _part(word)
+        for i in range(_COMPOUND_PART, len(word) - _COMPOUND_PART + 1)
+    ]
+
+
+def _part(word: str) -> bool:
+    return word.isalpha() and _COMPOUND_PART <= len(word) <= _MAX_WORD // 2
+
+
+def split_word(clause: str) -> str | None:
+    """The clause of the word that ``clause`` writes apart ("road trip": "roadtrip"), if any."""
+    found = _SPLIT.fullmatch(clause)
+    return None if found is None else _word_clause(found[1] + found[2])
+
+
+def _word_clause(word: str) -> str:
+    return f"({_LATIN_COLUMNS} : {_phrase(word)}){_OR_NEAR}{_phrase(word)})"
 
 
 def _cjk_clauses(run: str) -> list[str]:
@@ -149,7 +199,7 @@ def analyze(text: str) -> list[str]:
         else:
             words.append(word)
     if words:
-        clauses = _latin_clauses(words) + clauses
+        clauses = _latin_clauses(words) + clauses + _joined(words) + _apart(words)
     return list(dict.fromkeys(clauses))[:MAX_CLAUSES]
 
 

@@ -5,8 +5,12 @@ about 0.7 µs for every row that holds each of its phrases (it counts them for t
 common words at a million lines would cost hundreds of milliseconds, so a query is planned:
 
 1. Each clause's frequency is probed with a count capped at ``RANK_BUDGET`` rows (below the cap
-   exact; above it estimated from how far back the capped scan reached). A clause no row holds
-   (a typo) is dropped: it would be the rarest, and make the candidates (none) on its own.
+   exact; above it estimated from how far back the capped scan reached). A word the memory
+   holds fewer times than that may be a compound it writes apart ("roadtrip" as "road trip"),
+   so its splits are probed too (see :mod:`harness.memory._query`); probing those of a common
+   word ("motiv ated") would cost a read of both halves' rows. A clause no row holds (a typo,
+   a split that is no compound) is dropped: it would be the rarest, and make the candidates
+   (none) on its own.
 2. The rarest clauses whose frequencies add up to at most ``RANK_BUDGET`` are OR'ed and ranked
    by ``bm25()``: exact BM25 over those clauses. This is the whole query in a small index.
 3. If even the rarest clause is more frequent than that, the candidates are the newest visible
@@ -60,7 +64,15 @@ from harness.memory._fts import (
     total_rows,
 )
 from harness.memory._places import PLACE_KEY, asks_for_place
-from harness.memory._query import all_of, analyze, any_of, key_clause, own_part, without
+from harness.memory._query import (
+    all_of,
+    analyze,
+    any_of,
+    key_clause,
+    own_part,
+    split_word,
+    without,
+)
 
 __all__ = [
     "BM25_SQL",
@@ -195,8 +207,12 @@ def _counted(
     conn: sqlite3.Connection, clauses: Sequence[str], low: int, high: int
 ) -> list[tuple[int, str]]:
     """(frequency, clause) of the clauses worth matching (see the module doc, step 1)."""
-    counted = [(_frequency(conn, clause, low, high), clause) for clause in clauses]
-    return [(frequency, clause) for frequency, clause in counted if frequency > 0]
+    counted: dict[str, int] = {}
+    for clause in clauses:
+        word = split_word(clause)  # its word comes before it
+        if word is None or counted.get(word, RANK_BUDGET) < RANK_BUDGET:
+            counted[clause] = _frequency(conn, clause, low, high)
+    return [(frequency, clause) for clause, frequency in counted.items() if frequency > 0]
 
 
 def _within_budget(ranked: Sequence[tuple[int, str]]) -> list[str]:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.memory import _search
-from harness.memory._query import analyze
+from harness.memory._query import analyze, split_word
 from harness.memory.index import MemoryIndex
 
 
@@ -171,3 +171,31 @@ def test_a_word_no_row_holds_changes_no_search(
         assert bool(found) == any(set(words) & set(line) for line in lines)
         for typed in (f"{query} {absent}", f"{absent} {query}"):
             assert [h.content for h in index.search(typed, limit=4, snippets=False)] == found
+
+
+def test_a_word_is_looked_for_apart_only_while_the_memory_seldom_writes_it(
+    index: MemoryIndex,
+) -> None:
+    """Splitting a common word ("motivated": "motiv ated") costs a read of both halves' rows."""
+    index.index_from_string("memory/a.md", _lines("- The road trip was in May."))
+    assert [h.content for h in index.search("roadtrip", snippets=False)] == [
+        "- The road trip was in May."
+    ]
+    index.index_from_string("memory/b.md", _lines(*[f"- roadtrip plan {i}" for i in range(6)]))
+    assert "- The road trip was in May." not in [
+        h.content for h in index.search("roadtrip", limit=10, snippets=False)
+    ]
+
+
+_WORDS = st.one_of(
+    st.text(max_size=14), st.sampled_from(["roadtrip", "work", "out", "children", "grandma"])
+)
+
+
+@given(st.lists(_WORDS, max_size=30))
+def test_a_split_comes_after_the_word_it_splits(words: list[str]) -> None:
+    """The planner probes a split only once it knows how often the memory writes its word."""
+    clauses = analyze(" ".join(words))
+    for i, clause in enumerate(clauses):
+        word = split_word(clause)
+        assert word is None or word in clauses[:i]
