@@ -75,18 +75,26 @@ _CJK_STOP_GRAMS: Final = frozenset(
 )
 
 _IRREGULAR_GROUPS: Final = """
-    become became | begin began begun | break broke broken | bring brought | build built |
-    buy bought | catch caught | choose chose chosen | come came | cost | cut | drink drank drunk |
-    drive drove driven | eat ate eaten | fall fell fallen | feed fed | feel felt | fight fought |
-    find found | fly flew flown | forget forgot forgotten | freeze froze frozen |
-    give gave given | grow grew grown | hear heard | hide hid hidden |
-    hold held | hurt | keep kept | know knew known | lead led | leave left | lend lent |
-    lose lost | make made | mean meant | meet met | pay paid | quit | read | ride rode ridden |
-    ring rang rung | run ran | say said | see saw seen | sell sold | send sent | shoot shot |
-    sing sang sung | sit sat | sleep slept | speak spoke spoken | spend spent | stand stood |
-    steal stole stolen | swim swam swum | take took taken | teach taught | tell told |
-    think thought | throw threw thrown | understand understood | wake woke woken |
-    wear wore worn | win won | write wrote written |
+    arise arose arisen | awake awoke awoken | become became | begin began begun | bend bent |
+    bleed bled | blow blew blown | break broke broken | breed bred |
+    bring brought | build built | burn burnt | buy bought | catch caught | choose chose chosen |
+    cling clung | come came | cost | creep crept | cut | deal dealt | dig dug |
+    draw drew drawn | dream dreamt | drink drank drunk | drive drove driven | eat ate eaten |
+    fall fell fallen | feed fed | feel felt | fight fought | find found | flee fled |
+    fly flew flown | forbid forbade forbidden | forget forgot forgotten |
+    forgive forgave forgiven | freeze froze frozen | give gave given | grow grew grown |
+    hang hung | hear heard | hide hid hidden | hold held | hurt | keep kept | kneel knelt |
+    know knew known | lay laid | lead led | learn learnt | leave left | lend lent | lose lost |
+    make made | mean meant | meet met | mistake mistook mistaken | overcome overcame |
+    pay paid | quit | read | ride rode ridden | ring rang rung | run ran | say said |
+    see saw seen | seek sought | sell sold | send sent | sew sewn | shake shook shaken |
+    shine shone | shoot shot | shrink shrank shrunk | sing sang sung | sink sank sunk | sit sat |
+    sleep slept | slide slid | speak spoke spoken | spell spelt | spend spent | spill spilt |
+    spin spun | stand stood | steal stole stolen | stick stuck | sting stung | strike struck |
+    swear swore sworn | sweep swept | swim swam swum | swing swung | take took taken |
+    teach taught | tear tore torn | tell told | think thought | throw threw thrown |
+    undergo underwent undergone | understand understood | wake woke woken | wear wore worn |
+    weave wove woven | weep wept | win won | withdraw withdrew withdrawn | write wrote written |
     person people | man men | woman women | mouse mice | foot feet |
     tooth teeth | wife wives | knife knives
 """

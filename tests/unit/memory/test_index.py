@@ -270,11 +270,13 @@ def test_search_sql_of_a_query_without_words_selects_nothing(index: MemoryIndex)
 def test_possessives_plurals_and_irregular_verbs_match(index: MemoryIndex) -> None:
     index.index_from_string(
         "MEMORY.md",
-        "- Anna's cats are called Miso and Tofu.\n- Bought a red bike in June.\n- Went to Porto.\n",
+        "- Anna's cats are called Miso and Tofu.\n- Bought a red bike in June.\n- Went to Porto.\n"
+        "- Drew a horse on the fridge door.\n",
     )
     assert index.search("What is the name of Anna's cat?", snippets=False)[0].line_number == 1
     assert index.search("Which bike did I buy?", snippets=False)[0].line_number == 2
     assert index.search("When did I go to Porto?", snippets=False)[0].line_number == 3
+    assert index.search("What have I drawn on?", snippets=False)[0].line_number == 4
 
 
 def test_short_forms_and_british_spellings_find_the_word_as_written(index: MemoryIndex) -> None:
