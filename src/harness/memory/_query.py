@@ -1,20 +1,21 @@
 """The query side of the memory index: from any text a person types to an FTS5 expression.
 
-A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when",
-"did", "to") are dropped; irregular verb and noun forms are widened to their siblings ("buy"
-also looks for "bought"), because the ``porter`` stemmer only handles regular endings, and so
-are the other ways people write a word: short forms ("kids" for "children", "fave") and
-British spellings ("colour"); and each remaining word becomes one *clause*: a quoted phrase
-restricted to the ``content``, ``cjk`` (for Latin words written against CJK text) and
-``context`` columns, OR the same phrase in the line's *window*, ``{content near}``: the line
-with its neighbours' words. The two are separate phrases, each with its own idf, so a row
-scores the BM25 of its line plus that of its window; the window phrase is never rarer than the
-line's own, since every line holding a word holds it in its window too. A run of Chinese,
-Japanese or Korean becomes clauses over the ``cjk`` column: its bigrams, minus question words
-(什么, 언제) and kana-only bigrams (ます), or a prefix query for a single character. A compound
-is looked for however it is written: "roadtrip" also as the phrase "road trip", and two words
-in a row ("work out") also as one ("workout"); these clauses come last. Clauses are OR'ed, so
-a line needs only one of them and BM25 ranks lines that hold more (and rarer) ones first.
+A question such as "When did Anna move to Berlin?" is cut into words; stop words ("when", "did",
+"to") are dropped, and so is a noun that frames the question ("what kind of food"); irregular
+verb and noun forms are widened to their siblings ("buy" also looks for "bought"), because the
+``porter`` stemmer only handles regular endings, and so are the other ways people write a word:
+short forms ("kids" for "children", "fave") and British spellings ("colour"); and each remaining
+word becomes one *clause*: a quoted phrase restricted to the ``content``, ``cjk`` (for Latin
+words written against CJK text) and ``context`` columns, OR the same phrase in the line's
+*window*, ``{content near}``: the line with its neighbours' words. The two are separate phrases,
+each with its own idf, so a row scores the BM25 of its line plus that of its window; the window
+phrase is never rarer than the line's own, since every line holding a word holds it in its
+window too. A run of Chinese, Japanese or Korean becomes clauses over the ``cjk`` column: its
+bigrams, minus question words (什么, 언제) and kana-only bigrams (ます), or a prefix query for a
+single character. A compound is looked for however it is written: "roadtrip" also as the phrase
+"road trip", and two words in a row ("work out") also as one ("workout"); these clauses come
+last. Clauses are OR'ed, so a line needs only one of them and BM25 ranks lines that hold more
+(and rarer) ones first.
 
 Nothing the user types reaches FTS5 syntax: a clause holds only letters, digits and CJK
 characters, always inside double quotes, so ``"``, ``*``, ``:``, ``^``, ``NEAR``, ``AND``,
@@ -53,6 +54,8 @@ MAX_CLAUSES: Final = 24
 cost of a query stays bounded whatever its length."""
 
 _MAX_WORD: Final = 64
+_FRAMES: Final = frozenset(_words("kind kinds sort sorts type types"))
+"""Nouns that, followed by "of", frame a question rather than say what it is about."""
 _COMPOUND_PART: Final = 3
 """Each part of a compound has at least this many letters: "roadtrip" is tried as "road
 trip" and "roa dtrip", never as "ro adtrip"; "work out" is tried as "workout", "in to" never."""
@@ -140,6 +143,18 @@ def _latin_clauses(words: Sequence[str]) -> list[str]:
     return [_word_clause(w) for w in expanded if len(w) <= _MAX_WORD]
 
 
+def _unframed(words: Sequence[str]) -> list[str]:
+    """``words`` without a noun that frames the question: "what kind of food" asks for food.
+
+    "kind" would match "your kind words" instead; "I kind of like it" says nothing either.
+    """
+    return [
+        word
+        for word, after in itertools.zip_longest(words, words[1:], fillvalue="")
+        if word not in _FRAMES or after != "of"
+    ]
+
+
 def _joined(words: Sequence[str]) -> list[str]:
     """Two words in a row as one ("work out" -> "workout"), the first not a stop word."""
     return [
@@ -206,6 +221,7 @@ def analyze(text: str) -> list[str]:
             clauses.extend(_cjk_clauses(cjk))
         else:
             words.append(word)
+    words = _unframed(words)
     if words:
         clauses = _latin_clauses(words) + clauses + _joined(words) + _apart(words)
     return list(dict.fromkeys(clauses))[:MAX_CLAUSES]

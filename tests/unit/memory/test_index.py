@@ -289,6 +289,15 @@ def test_short_forms_and_british_spellings_find_the_word_as_written(index: Memor
     assert index.search("Which pics did my mother get?", snippets=False)[0].line_number == 3
 
 
+def test_kind_of_frames_a_question_and_is_not_looked_for(index: MemoryIndex) -> None:
+    index.index_from_string(
+        "MEMORY.md", "- Mia is so kind, such a kind soul.\n- Pasta for dinner again.\n"
+    )
+    hits = index.search("What kind of food was dinner?", snippets=False)
+    assert [h.line_number for h in hits] == [2]
+    assert index.search("Who is kind?", snippets=False)[0].line_number == 1
+
+
 def test_a_compound_is_found_however_it_is_written(index: MemoryIndex) -> None:
     index.index_from_string(
         "MEMORY.md",
