@@ -57,8 +57,9 @@ _MAX_WORD: Final = 64
 _FRAMES: Final = frozenset(_words("kind kinds sort sorts type types"))
 """Nouns that, followed by "of", frame a question rather than say what it is about."""
 _COMPOUND_PART: Final = 3
-"""Each part of a compound has at least this many letters: "roadtrip" is tried as "road
-trip" and "roa dtrip", never as "ro adtrip"; "work out" is tried as "workout", "in to" never."""
+"""Each part of a word tried apart has at least this many letters ("roadtrip" as "road trip"
+and "roa dtrip", never "ro adtrip"), and so has the first of two words tried as one, which is
+no stop word ("work out" and "set up" as "workout" and "setup", "in to" never)."""
 _LATIN_COLUMNS: Final = "{content cjk context}"
 _OR_NEAR: Final = " OR ({content near} : "
 _SPLIT: Final = re.compile(r'\(\{content cjk context\} : "([^\W\d_]+) ([^\W\d_]+)"\)')
@@ -156,11 +157,14 @@ def _unframed(words: Sequence[str]) -> list[str]:
 
 
 def _joined(words: Sequence[str]) -> list[str]:
-    """Two words in a row as one ("work out" -> "workout"), the first not a stop word."""
+    """Two words in a row as one: "work out" -> "workout", "set up" -> "setup"."""
     return [
         _word_clause(first + second)
         for first, second in itertools.pairwise(words)
-        if _part(first) and _part(second) and first not in STOP_WORDS
+        if _part(first)
+        and first not in STOP_WORDS
+        and second.isalpha()
+        and 1 < len(second) <= _MAX_WORD // 2
     ]
 
 

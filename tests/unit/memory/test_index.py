@@ -302,12 +302,14 @@ def test_a_compound_is_found_however_it_is_written(index: MemoryIndex) -> None:
     index.index_from_string(
         "MEMORY.md",
         "- The road trip was in May.\n- Drove on a dirt road, a long trip.\n"
-        "- Workout three times a week.\n- Out of the office since June.\n",
+        "- Workout three times a week.\n- Out of the office since June.\n"
+        "- Router setup took an hour.\n",
     )
     closed = index.search("When was the roadtrip?", snippets=False)
     assert [h.line_number for h in closed] == [1]  # the words in that order, next to each other
     spaced = index.search("How often do I work out?", snippets=False)
     assert [h.line_number for h in spaced] == [3]
+    assert [h.line_number for h in index.search("When did I set up?", snippets=False)] == [5]
 
 
 @pytest.mark.parametrize("groups", [_IRREGULAR_GROUPS, _VARIANT_GROUPS])
