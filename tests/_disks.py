@@ -7,6 +7,7 @@ the suite runs as root), so a missing check never passes unseen.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -41,10 +42,30 @@ def small_disk(where: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
-    """Fill the disk to the last byte; the filler file, to remove later."""
+    """Fill the disk to its last page; the filler file, to remove later.
+
+    Only "no space left" ends the filling. A tmpfs's pages are memory, and a write can be
+    refused for a moment when memory is short (the suite runs a local model beside this
+    test): such a write is tried again. Had it ended the filling, the disk would have been
+    left with room, and the turn meant to fail for want of it saved (seen once in CI).
+    """
     filler = disk / "filler"
-    with contextlib.suppress(OSError), filler.open("wb") as handle:
+    refused = 0
+    with filler.open("wb", buffering=0) as handle:
         while True:
-            handle.write(b"\0" * 4096)
-            handle.flush()
+            try:
+                handle.write(b"\0" * _PAGE)
+            except OSError as error:
+                if error.errno == errno.ENOSPC:
+                    break
+                refused += 1
+                if refused > _RETRIES:
+                    raise
+    usage = os.statvfs(disk)
+    left = usage.f_bavail * usage.f_frsize
+    assert left < _PAGE, f"{disk} still has {left} bytes free after filling it"
     return filler
+
+
+_PAGE = 4096
+_RETRIES = 1000
