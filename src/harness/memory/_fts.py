@@ -680,6 +680,12 @@ def _m005_place_keys(conn: sqlite3.Connection) -> None:
     delete_all_rows(conn)
 
 
+def _m006_named_regions(conn: sqlite3.Connection) -> None:
+    # The gazetteer now holds the places GeoNames lists as no country or city (England, Europe,
+    # the East Coast): every file is indexed again at the next catch-up (same schema).
+    delete_all_rows(conn)
+
+
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: Final[Sequence[Migration]] = (
@@ -688,5 +694,6 @@ MIGRATIONS: Final[Sequence[Migration]] = (
     ("m003_neighbours_and_speakers", _m003_neighbours_and_speakers),
     ("m004_resolved_days", _m004_resolved_days),
     ("m005_place_keys", _m005_place_keys),
+    ("m006_named_regions", _m006_named_regions),
 )
 """Schema changes in order; each runs once per database, recorded in ``_harness_migrations``."""

@@ -12,11 +12,13 @@ The key is all a line gains. Its country and continent as words ("Italy Europe" 
 tried and cost recall: FTS5's BM25 divides a row's score by the length of the whole row, so
 every word the context gains lowers the score of the words the line itself holds.
 
-The places are those of ``places.txt`` (every country, US state and city of at least 100,000
-people, from GeoNames; ``scripts/make-places`` writes it), matched as written (capitalized:
-"nice" and "reading" are words) and only after a preposition of place or a visit ("to Rome",
-"in the Netherlands", "visited Paris and Lyon"): a city's name is also a person's ("Thanks,
-Sofia!") or a word at the start of a sentence ("Nice pic!"). A place named otherwise ("my home
+The places are those of ``places.txt``: every country, US state and city of at least 100,000
+people, from GeoNames, and the places people name that GeoNames lists as no country or city
+("England", "Europe", "the Middle East", "the East Coast"); ``scripts/make-places`` writes it.
+They are matched as written (capitalized: "nice" and "reading" are words) and only after a
+preposition of place or a visit ("to Rome", "in the Netherlands", "visited Paris and Lyon"): a
+city's name is also a person's ("Thanks, Sofia!") or a word at the start of a sentence ("Nice
+pic!"). A place named otherwise ("my home
 country, Sweden") is passed over; a person after such a word ("talked to Sofia") is taken for
 a place.
 
@@ -56,8 +58,8 @@ _PLACES_AFTER: Final = re.compile(f" {_PREPOSITION} (?:the )?({_LISTED})")
 and the names listed with them ("to Rome, Paris and Berlin")."""
 
 _ASKS: Final = re.compile(
-    r"\b(?:where|cit(?:y|ies)|towns?|countr(?:y|ies)|abroad"
-    r"|visit(?:s|ed|ing)?|travel(?:s|led|ed|ling|ing)?)\b",
+    r"\b(?:where|cit(?:y|ies)|towns?|countr(?:y|ies)|states|regions?|continents?|abroad|overseas"
+    r"|visit(?:s|ed|ing)?|travel(?:s|led|ed|ling|ing)?|vacation(?:s|ed|ing)?)\b",
     re.IGNORECASE,
 )
 
@@ -94,5 +96,5 @@ def matchable(name: str) -> bool:
 
 
 def asks_for_place(question: str) -> bool:
-    """Whether ``question`` asks where, or which city, town or country, or of visits."""
+    """Whether ``question`` asks where, which city, country, state or region, or of travels."""
     return _ASKS.search(question) is not None

@@ -55,6 +55,7 @@ def test_open_creates_the_database_in_base_dir_with_recorded_migrations(tmp_path
         "m003_neighbours_and_speakers",
         "m004_resolved_days",
         "m005_place_keys",
+        "m006_named_regions",
     ]
     assert mode == "wal"
 
@@ -67,7 +68,7 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
     index.close()
     with MemoryIndex(tmp_path) as again:
         conn = sqlite3.connect(tmp_path / INDEX_FILE)
-        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (5,)
+        assert conn.execute("SELECT count(*) FROM _harness_migrations").fetchone() == (6,)
         conn.close()
         assert again.search("Berlin", snippets=False)[0].line_number == 2
 
@@ -86,6 +87,12 @@ def test_open_is_idempotent_and_reopening_keeps_rows(tmp_path: Path) -> None:
             "- Ann: Took a short trip last week to Rome.",
             "Which cities has Ann visited?",
             "Rome",
+        ),
+        (
+            "m006_named_regions",
+            "- Ann: Took a short trip last week to England.",
+            "Which countries has Ann visited?",
+            "England",
         ),
     ],
 )

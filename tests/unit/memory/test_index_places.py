@@ -41,6 +41,11 @@ def index(tmp_path: Path) -> Iterator[MemoryIndex]:
         "a road trip across Bosnia and Herzegovina",
         "- Ann: Back from St. Louis!",
         "- Ann: I live in São Paulo now",
+        # places GeoNames lists as no country or city
+        "I got the idea from that trip to England a few years ago",
+        "- Ann: Back from Europe, and so tired",
+        "we moved to the East Coast in May",
+        "a cruise around the Caribbean",
     ],
 )
 def test_a_place_after_a_preposition_of_place_is_named(said: str) -> None:
@@ -90,6 +95,9 @@ def test_any_text_is_read_without_error(text: str) -> None:
         ("Where did Caroline move from 4 years ago?", True),
         ("What country is Caroline's grandma from?", True),
         ("Has Maria travelled abroad?", True),
+        ("What states has Maria vacationed at?", True),
+        ("Has Ann been overseas?", True),
+        ("What is the state of the project?", False),
         ("What did Melanie paint recently?", False),
         ("When did Jon lose his job?", False),
     ],
@@ -116,6 +124,17 @@ def test_a_question_that_asks_for_a_place_finds_the_line_that_names_one(
     index.index_from_string("memory/2023-05-08.md", _LOG)
     hits = index.search("Which cities has Jon visited?", 2, snippets=False)
     assert any("Rome" in hit.content for hit in hits)
+
+
+def test_a_country_geonames_lists_as_part_of_one_is_a_place(index: MemoryIndex) -> None:
+    """England is no country of GeoNames (the United Kingdom is), but people name it as one."""
+    index.index_from_string(
+        "memory/2023-05-08.md",
+        "# 2023-05-08\n- Maria: I got the idea from that trip to England, the castles!\n"
+        "- Maria: My sister came over for dinner.\n",
+    )
+    hits = index.search("What European countries has Maria been to?", 2, snippets=False)
+    assert "England" in hits[0].content
 
 
 def test_the_key_is_in_the_context_of_the_rows_that_name_a_place_only(
