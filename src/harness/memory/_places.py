@@ -18,9 +18,8 @@ people, from GeoNames, and the places people name that GeoNames lists as no coun
 They are matched as written (capitalized: "nice" and "reading" are words) and only after a
 preposition of place or a visit ("to Rome", "in the Netherlands", "visited Paris and Lyon"): a
 city's name is also a person's ("Thanks, Sofia!") or a word at the start of a sentence ("Nice
-pic!"). A place named otherwise ("my home
-country, Sweden") is passed over; a person after such a word ("talked to Sofia") is taken for
-a place.
+pic!"). A place named otherwise ("my home country, Sweden") is passed over; a person after such
+a word ("talked to Sofia") is taken for a place.
 
 Deterministic and English only, like :mod:`harness.memory._dates`. What the model writes may
 name places on its own lines, which changes only how its owner's rows rank; the gazetteer is a
@@ -58,7 +57,8 @@ _PLACES_AFTER: Final = re.compile(f" {_PREPOSITION} (?:the )?({_LISTED})")
 and the names listed with them ("to Rome, Paris and Berlin")."""
 
 _ASKS: Final = re.compile(
-    r"\b(?:where|cit(?:y|ies)|towns?|countr(?:y|ies)|states|regions?|continents?|abroad|overseas"
+    r"\b(?:where|cit(?:y|ies)|towns?|countr(?:y|ies)|states|(?:which|what) state|regions?"
+    r"|continents?|abroad|overseas"
     r"|visit(?:s|ed|ing)?|travel(?:s|led|ed|ling|ing)?|vacation(?:s|ed|ing)?)\b",
     re.IGNORECASE,
 )
