@@ -42,6 +42,7 @@ __all__ = [
     "NotAFile",
     "TooLarge",
     "append",
+    "append_whole",
     "directory_beneath",
     "locked",
     "lstat",
@@ -246,7 +247,7 @@ def append(directory: int, name: str, data: bytes) -> None:
     try:
         _regular(fd, name)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _write_all(fd, data)
+        append_whole(fd, data)
     finally:
         os.close(fd)  # closing releases the lock
 
@@ -286,7 +287,7 @@ class HeldFile:
             now = lstat(self._directory, self.name)
             if now is None or now.st_ino != self._inode:
                 return False
-            _write_all(self._file, data)
+            append_whole(self._file, data)
             return True
         finally:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
@@ -323,6 +324,23 @@ def sync(directory: int, name: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append all of ``data`` to the file at ``fd``, or nothing; the caller holds its lock.
+
+    A disk that fills part way through a write takes the bytes that fit and says how many, and
+    refuses the rest only at the next write: an append that wrote once and trusted it left a torn
+    record while its caller believed it whole. What a failed append wrote is cut off again, so
+    the file ends where it did, and the next append does not glue its record onto a torn one.
+    """
+    end = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        _write_all(fd, data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, end)
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:

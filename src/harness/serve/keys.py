@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.errors import ConfigError
+from harness.filesystem._beneath import append_whole
 
 __all__ = [
     "KEYS_ENV",
@@ -290,8 +291,11 @@ def add_key(path: Path, user: str) -> str:
     key = new_key()
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path, create=True) as fd:
-        os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, f"{user} {digest(key)}\n".encode())
+        try:
+            append_whole(fd, f"{user} {digest(key)}\n".encode())
+        except OSError as exc:
+            msg = f"cannot add a key to the API key file {path}: {exc.strerror or exc}"
+            raise ConfigError(msg) from exc
     return key
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from harness.errors import StorageError
+from harness.filesystem._beneath import append_whole
 
 if TYPE_CHECKING:
     from harness.stores.base import BaseStore
@@ -236,7 +237,7 @@ class FileLedger:
                 data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in added).encode()
                 if torn:  # a writer killed mid-line: this append starts a line of its own
                     data = b"\n" + data
-                os.write(fd, data)
+                append_whole(fd, data)
                 os.fsync(fd)
                 folded.offset = os.fstat(fd).st_size
                 folded.extend(added)
