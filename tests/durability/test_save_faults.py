@@ -57,13 +57,13 @@ async def test_a_full_disk_fails_the_turn_and_keeps_what_was_saved(tmp_path: Pat
         model = ScriptedChatModel(TURNS)
         async with HarnessAgent(model=model, workspace=workspace, memory=QUIET) as agent:
             assert (answer(await agent.call("first", ctx=CTX))).text == "one"
-            saved = next(workspace.rglob("messages.jsonl"))
-            before = saved.read_bytes()
+            session_file = next(workspace.rglob("messages.jsonl"))
+            before = session_file.read_bytes()
             filler = fill(disk)
             with pytest.raises(TurnNotSaved, match="could not be saved"):
                 answer(await agent.call(BIG, ctx=CTX))
             assert len(model.requests) == 1  # the model was not asked before the save
-            assert saved.read_bytes() == before  # nothing of the turn that failed
+            assert session_file.read_bytes() == before  # nothing of the turn that failed
             filler.unlink()
             assert (answer(await agent.call("third", ctx=CTX))).text == "three"
         saved = await SessionStore(WorkspaceManager(workspace), "harness").load(CTX)

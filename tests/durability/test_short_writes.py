@@ -118,7 +118,7 @@ def test_an_append_the_disk_cuts_short_at_any_byte_leaves_the_file_as_it_was(
             taken += written
             return written
 
-        with mock.patch.object(_beneath.os, "write", disk_write):
+        with mock.patch.object(os, "write", disk_write):
             if room >= len(data):
                 appends(Path(scratch), data)
                 assert target.read_bytes() == before + data
