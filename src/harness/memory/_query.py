@@ -161,10 +161,7 @@ def _joined(words: Sequence[str]) -> list[str]:
     return [
         _word_clause(first + second)
         for first, second in itertools.pairwise(words)
-        if _part(first)
-        and first not in STOP_WORDS
-        and second.isalpha()
-        and 1 < len(second) <= _MAX_WORD // 2
+        if _part(first) and second.isalpha() and 1 < len(second) <= _MAX_WORD // 2
     ]
 
 
@@ -178,13 +175,16 @@ def _apart(words: Sequence[str]) -> list[str]:
     return [
         f"({_LATIN_COLUMNS} : {_phrase(f'{word[:i]} {word[i:]}')})"
         for word in words
-        if word not in STOP_WORDS and _part(word)
+        if _part(word)
         for i in range(_COMPOUND_PART, len(word) - _COMPOUND_PART + 1)
     ]
 
 
 def _part(word: str) -> bool:
-    return word.isalpha() and _COMPOUND_PART <= len(word) <= _MAX_WORD // 2
+    """Whether ``word`` is tried in a compound: letters, at least a part long, no stop word."""
+    return (
+        word.isalpha() and _COMPOUND_PART <= len(word) <= _MAX_WORD // 2 and word not in STOP_WORDS
+    )
 
 
 def split_word(clause: str) -> str | None:
