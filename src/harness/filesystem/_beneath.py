@@ -18,8 +18,9 @@ thread until someone writes to it) and checks with ``fstat`` that it opened a re
 sparse or growing file is never read whole into memory.
 
 Writes are atomic here as well: the new bytes go to a temporary file in the same directory,
-are flushed to disk, and replace the old file by rename, whose directory is then flushed too; a
-crash leaves the old file or the new one, never a mix. A process killed in the middle leaves its
+are flushed to disk, and replace the old file by rename, whose directory is then flushed too
+(and every directory the walk made, up to the last one: :func:`sync_up`); a crash leaves the
+old file or the new one, never a mix. A process killed in the middle leaves its
 temporary file behind; :func:`remove_stray_temporaries` deletes those that no writer holds the
 lock of (writers take the file's sidecar lock around the temporary file's life).
 """
@@ -34,11 +35,13 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "HeldFile",
     "LinkSwapped",
+    "Made",
     "NotAFile",
     "TooLarge",
     "append",
@@ -46,10 +49,13 @@ __all__ = [
     "directory_beneath",
     "locked",
     "lstat",
+    "make_directories",
+    "open_appending",
     "read_beneath",
     "remove_stray_temporaries",
     "replace",
     "stat_beneath",
+    "sync_up",
 ]
 
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -80,12 +86,29 @@ class TooLarge(OSError):
         self.limit = limit
 
 
+@dataclass(slots=True)
+class Made:
+    """What a walk with ``create`` made: the directories above the held one with a new entry.
+
+    ``levels`` is how far up from the held directory :func:`sync_up` must reach so that every
+    directory the walk made is recorded in its parent on the disk: 0 when it made none, 1 when
+    it made only the held directory (its parent holds the new entry), and so on.
+    """
+
+    levels: int = 0
+
+
 @contextlib.contextmanager
-def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> Iterator[int]:
+def directory_beneath(
+    root: Path, directory: Path, *, create: bool = False, made: Made | None = None
+) -> Iterator[int]:
     """A descriptor of ``directory`` (a resolved path inside ``root``), reached link-free.
 
     With ``create``, ``root`` and the missing directories on the way are made (each then opened with
-    ``O_NOFOLLOW``, so one swapped in right after it was made is refused all the same).
+    ``O_NOFOLLOW``, so one swapped in right after it was made is refused all the same), and
+    ``made`` learns how many (:class:`Made`): a new directory reaches the disk only when its
+    parent is synced (:func:`sync_up`), which the write that needed it does when it makes
+    anything durable.
 
     Raises:
         LinkSwapped: A component is a symbolic link now.
@@ -93,6 +116,8 @@ def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> I
         NotADirectoryError: A component is a file.
     """
     flags = _HELD if directory == root else _WALK
+    parts = directory.relative_to(root).parts
+    levels = 0
     try:
         fd = os.open(root, flags)
     except FileNotFoundError:
@@ -100,8 +125,8 @@ def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> I
             raise
         os.makedirs(root, exist_ok=True)  # the root is the operator's; only below it is walked
         fd = os.open(root, flags)
+        levels = len(parts) + 1  # the root's own entry, in its parent
     try:
-        parts = directory.relative_to(root).parts
         for index, part in enumerate(parts):
             flags = _HELD if index == len(parts) - 1 else _WALK
             try:
@@ -111,9 +136,12 @@ def directory_beneath(root: Path, directory: Path, *, create: bool = False) -> I
                     raise
                 with contextlib.suppress(FileExistsError):  # made meanwhile by another writer
                     os.mkdir(part, 0o777, dir_fd=fd)
+                    levels = max(levels, len(parts) - index)
                 inner = _step(fd, part, flags, directory)
             os.close(fd)
             fd = inner
+        if made is not None:
+            made.levels = levels
         yield fd
     finally:
         os.close(fd)
@@ -206,14 +234,15 @@ def locked(directory: int, name: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def replace(directory: int, name: str, data: bytes, *, sync: bool = True) -> None:
+def replace(directory: int, name: str, data: bytes, *, sync: bool = True, above: int = 0) -> None:
     """Atomically replace (or create) ``name`` in a held directory, keeping the old mode.
 
-    ``sync=False`` leaves out both ``fsync`` calls: the rename is still atomic, so a crashed
-    process leaves the old file or the new one, but after a power loss the disk may hold
-    either (or, on a file system that does not order the data before the rename, an empty
-    file). For files whose loss on a power cut costs nothing that was accepted (a session's
-    state, outside ``session_fsync``).
+    Synced, the file, then its directory (the rename), then the ``above`` directories over it
+    whose entries are new (:class:`Made`), reach the disk before this returns. ``sync=False``
+    leaves out every ``fsync``: the rename is still atomic, so a crashed process leaves the old
+    file or the new one, but after a power loss the disk may hold either (or, on a file system
+    that does not order the data before the rename, an empty file). For files whose loss on a
+    power cut costs nothing that was accepted (a session's state, outside ``session_fsync``).
     """
     old = lstat(directory, name)
     mode = stat.S_IMODE(old.st_mode) if old and stat.S_ISREG(old.st_mode) else _NEW_FILE_MODE
@@ -238,7 +267,7 @@ def replace(directory: int, name: str, data: bytes, *, sync: bool = True) -> Non
             os.unlink(temporary, dir_fd=directory)
         raise
     if sync:
-        os.fsync(directory)  # the rename itself reaches the disk
+        sync_up(directory, above)  # the rename itself reaches the disk, and new directories
 
 
 def append(directory: int, name: str, data: bytes) -> None:
@@ -260,10 +289,18 @@ class HeldFile:
     writes, the append checks that the name still holds the file it opened; when the file was
     replaced (an atomic :func:`replace`) or removed, it writes nothing and says so, and the
     caller opens the file afresh.
+
+    Whether the file is new is kept, with how many directories above its own the walk to it
+    made (:class:`Made`): the first sync (:meth:`sync`, or a synced :meth:`replace`) syncs
+    those directories too, so a new file's appends are not synced into a file a power loss
+    unnames. Appends that are never synced never wait for a directory.
     """
 
-    def __init__(self, directory: int, name: str) -> None:
-        """Hold ``name`` (created if missing) in a held directory (its descriptor duplicated)."""
+    def __init__(self, directory: int, name: str, *, made: int = 0) -> None:
+        """Hold ``name`` (created if missing) in a held directory (its descriptor duplicated).
+
+        ``made``: the :attr:`Made.levels` of the walk that reached the directory.
+        """
         self.name = name
         self._directory = os.dup(directory)
         self._lock = self._file = -1
@@ -272,13 +309,13 @@ class HeldFile:
                 f".{name}.lock", os.O_WRONLY | os.O_CREAT | _FILE, 0o644, dir_fd=directory
             )
             _regular(self._lock, f".{name}.lock")
-            self._file = os.open(
-                name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FILE, 0o644, dir_fd=directory
-            )
+            self._file, created = open_appending(directory, name)
             self._inode = _regular(self._file, name).st_ino
         except BaseException:
             self.close()
             raise
+        self._unsynced_above: int | None = made if created or made else None
+        """The directories to sync up to at the first sync; None once they are (or need not)."""
 
     def append(self, data: bytes) -> bool:
         """Append ``data`` with one write under the sidecar lock; False if the file was replaced."""
@@ -293,17 +330,23 @@ class HeldFile:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
 
     def sync(self) -> None:
-        """``fsync`` the held file."""
+        """``fsync`` the held file, and, the first time, the directories its creation changed."""
         os.fsync(self._file)
+        if self._unsynced_above is not None:
+            sync_up(self._directory, self._unsynced_above)
+            self._unsynced_above = None
 
     def replace(self, name: str, data: bytes, *, sync: bool = True) -> None:
         """:func:`replace` a file of the held file's directory (or the file itself), under its lock.
 
         The directory is the one the held file was reached by, so no walk from the root is
         needed; the sidecar lock excludes every other writer of that file, as a ``put`` does.
+        Synced, it also syncs the directories above that the walk made, if not yet synced.
         """
         with locked(self._directory, name):
-            replace(self._directory, name, data, sync=sync)
+            replace(self._directory, name, data, sync=sync, above=self._unsynced_above or 0)
+        if sync:  # that synced the directory naming the held file, and those above it made
+            self._unsynced_above = None
 
     def close(self) -> None:
         for fd in (self._file, self._lock, self._directory):
@@ -324,6 +367,70 @@ def sync(directory: int, name: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def open_appending(
+    directory: int, name: str, *, readable: bool = False, mode: int = 0o644
+) -> tuple[int, bool]:
+    """Open ``name`` of a held directory for appending, creating it; and whether it was new.
+
+    A new file's name reaches the disk only with its directory (:func:`sync_up`), which a
+    durable writer syncs when, and only when, the file is new.
+    """
+    flags = (os.O_RDWR if readable else os.O_WRONLY) | os.O_APPEND | _FILE
+    while True:
+        try:
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL, mode, dir_fd=directory), True
+        except FileExistsError:
+            pass
+        try:
+            return os.open(name, flags, dir_fd=directory), False
+        except FileNotFoundError:  # removed between the two opens: create it after all
+            continue
+
+
+def make_directories(path: Path, mode: int, *, sync: bool = False) -> int:
+    """Make the directory ``path`` and its missing parents; how many it made.
+
+    That is the :attr:`Made.levels` of ``path``: how far up from it :func:`sync_up` must reach
+    for every new directory to be named on the disk, which ``sync`` does here. (Counted before
+    they are made: a writer making them at the same moment can only add one sync more.)
+    """
+    missing = 0
+    probe = path
+    while not probe.exists():
+        missing += 1
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True, mode=mode)
+    if sync and missing:
+        directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            sync_up(directory, missing)
+        finally:
+            os.close(directory)
+    return missing
+
+
+def sync_up(directory: int, levels: int) -> None:
+    """``fsync`` a held directory, then each of the ``levels`` directories above it.
+
+    A new file or directory is on the disk only once the directory that names it is synced
+    (POSIX; some file systems do it with the file's own ``fsync``, others do not), so a durable
+    write syncs every directory whose entry it created, up to the last one it made. The way up
+    is ``..``: if a directory was moved meanwhile, the ones synced are where it is now.
+    """
+    os.fsync(directory)
+    fd = directory
+    try:
+        for _ in range(levels):
+            parent = os.open("..", _HELD, dir_fd=fd)
+            if fd != directory:
+                os.close(fd)
+            fd = parent
+            os.fsync(fd)
+    finally:
+        if fd != directory:
+            os.close(fd)
 
 
 def append_whole(fd: int, data: bytes) -> None:

@@ -24,6 +24,7 @@ from typing import Final, TypeVar
 from harness.context import RuntimeContext
 from harness.filesystem._beneath import (
     LinkSwapped,
+    Made,
     directory_beneath,
     locked,
     read_beneath,
@@ -252,25 +253,29 @@ def checked_stat(target: Target, path: Path, shown: str) -> os.stat_result | Non
 
 @contextlib.contextmanager
 def held_directory(
-    target: Target, directory: Path, shown: str, *, create: bool = False
+    target: Target, directory: Path, shown: str, *, create: bool = False, made: Made | None = None
 ) -> Iterator[int]:
     """A descriptor of a directory of ``target``, reached following no link (see :mod:`._beneath`).
+
+    ``made`` learns which directories ``create`` made (:class:`~._beneath.Made`).
 
     Raises:
         PathOutsideWorkspace: A directory on the way became a symbolic link after the check.
     """
     try:
-        with directory_beneath(target.root, directory, create=create) as held:
+        with directory_beneath(target.root, directory, create=create, made=made) as held:
             yield held
     except LinkSwapped:
         raise swapped_link(shown) from None
 
 
 @contextlib.contextmanager
-def locked_file(target: Target, shown: str, *, create: bool = True) -> Iterator[int]:
+def locked_file(
+    target: Target, shown: str, *, create: bool = True, made: Made | None = None
+) -> Iterator[int]:
     """The held directory of ``target``'s file, with the file's sidecar lock taken."""
     with (
-        held_directory(target, target.path.parent, shown, create=create) as directory,
+        held_directory(target, target.path.parent, shown, create=create, made=made) as directory,
         locked(directory, target.path.name),
     ):
         yield directory

@@ -26,7 +26,16 @@ from typing import TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import StorageError, UnusableFile
-from harness.filesystem._beneath import HeldFile, NotAFile, TooLarge, append, replace, sync
+from harness.filesystem._beneath import (
+    HeldFile,
+    Made,
+    NotAFile,
+    TooLarge,
+    append,
+    replace,
+    sync,
+    sync_up,
+)
 from harness.filesystem._local_paths import (
     LocalPaths,
     Target,
@@ -111,12 +120,13 @@ class LocalStorage(LocalPaths, Storage):
     ) -> Version | None:
         _storage_check_file(target, path)
         name = target.path.name
-        with locked_file(target, path) as directory:
+        made = Made()
+        with locked_file(target, path, made=made) as directory:
             if if_version is not None:
                 current = _storage_read(target, path, self.max_storage_bytes)
                 if (MISSING if current is None else _version(current)) != if_version:
                     return None
-            replace(directory, name, data)
+            replace(directory, name, data, above=made.levels)
         return _version(data)
 
     async def append(self, path: str, data: bytes, ctx: RuntimeContext | None = None) -> None:
@@ -147,8 +157,9 @@ class LocalStorage(LocalPaths, Storage):
     def _hold(self, target: Target, path: str) -> HeldFile:
         if not target.rel:
             _storage_check_file(target, path)
-        with held_directory(target, target.path.parent, path, create=True) as directory:
-            return HeldFile(directory, target.path.name)
+        made = Made()
+        with held_directory(target, target.path.parent, path, create=True, made=made) as directory:
+            return HeldFile(directory, target.path.name, made=made.levels)
 
     async def sync(self, path: str, ctx: RuntimeContext | None = None) -> None:
         """``fsync`` the file, so its appends survive a power loss (:meth:`Storage.sync`).
@@ -167,6 +178,10 @@ class LocalStorage(LocalPaths, Storage):
         try:
             with held_directory(target, target.path.parent, path) as directory:
                 sync(directory, target.path.name)
+                # Which of the file and the directories on its way an append made is not known
+                # here (appends do not wait for the disk): every directory up to the root's
+                # parent is synced. An appender (a call's session) knows, and syncs once.
+                sync_up(directory, len(target.path.parent.relative_to(target.root).parts) + 1)
         except (FileNotFoundError, NotADirectoryError):
             return  # nothing written, nothing to sync
 

@@ -28,7 +28,7 @@ from typing import Final, TypeVar
 
 from harness.context import RuntimeContext
 from harness.errors import PathOutsideWorkspace, StorageError
-from harness.filesystem._beneath import lstat, read_beneath, replace
+from harness.filesystem._beneath import Made, lstat, read_beneath, replace
 from harness.filesystem._local_paths import (
     LocalPaths,
     Target,
@@ -236,10 +236,11 @@ class LocalFileTools(LocalPaths, FileTools):
         data = content.encode("utf-8")
         self._check_writable(target, path)
         name = target.path.name
-        with locked_file(target, path) as directory:
+        made = Made()
+        with locked_file(target, path, made=made) as directory:
             if lstat(directory, name) is not None or target.leaf.is_symlink():
                 raise Fail(FsErrorCode.ALREADY_EXISTS, exists_message(path))
-            replace(directory, name, data)
+            replace(directory, name, data, above=made.levels)
         return WriteResult(target.rel)
 
     def _check_writable(self, target: Target, path: str) -> None:
@@ -439,8 +440,9 @@ class LocalFileTools(LocalPaths, FileTools):
         target = self._resolve(path, ctx)
         self._check_writable(target, path)
         name = target.path.name
-        with locked_file(target, path) as directory:
-            replace(directory, name, bytes(data))
+        made = Made()
+        with locked_file(target, path, made=made) as directory:
+            replace(directory, name, bytes(data), above=made.levels)
         return TransferResult(path)
 
     async def download(

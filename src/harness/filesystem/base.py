@@ -392,9 +392,10 @@ class Storage(ABC):
 
         Optional: by default there is nothing more to do. Once :meth:`append` returns, the
         record survives the writer's crash; on local disk it may still wait in the page cache,
-        and this writes it to the disk (``fsync``). :meth:`put` is on the disk already (its
-        atomic replace syncs); a store (Redis) follows its own persistence settings. A missing
-        file is not an error.
+        and this writes it to the disk (``fsync``), with the directories that name it (a new
+        file's name is on the disk only with its directory). :meth:`put` is on the disk
+        already (its atomic replace syncs, new directories included); a store (Redis) follows
+        its own persistence settings. A missing file is not an error.
         """
 
     def appender(self, path: str, ctx: RuntimeContext | None = None) -> Appender:

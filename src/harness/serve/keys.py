@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.errors import ConfigError
-from harness.filesystem._beneath import append_whole
+from harness.filesystem._beneath import append_whole, make_directories
 
 __all__ = [
     "KEYS_ENV",
@@ -289,13 +289,17 @@ def add_key(path: Path, user: str) -> str:
         msg = f"{user!r} is not a user id: use letters, digits and . _ @ - (at most 128)"
         raise ConfigError(msg)
     key = new_key()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path, create=True) as fd:
-        try:
+    try:  # the key is handed out once: its line, and a new file's name, are on the disk first
+        make_directories(path.parent, 0o777, sync=True)
+        new = not path.exists()
+        with _locked(path, create=True) as fd:
             append_whole(fd, f"{user} {digest(key)}\n".encode())
-        except OSError as exc:
-            msg = f"cannot add a key to the API key file {path}: {exc.strerror or exc}"
-            raise ConfigError(msg) from exc
+            os.fsync(fd)
+        if new:
+            _sync_directory(path.parent)
+    except OSError as exc:
+        msg = f"cannot add a key to the API key file {path}: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
     return key
 
 
@@ -383,11 +387,15 @@ def _replace(path: Path, text: str, *, mode: int) -> None:
             os.unlink(temporary)
         raise
     with contextlib.suppress(OSError):  # the rename itself, made durable
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        _sync_directory(path.parent)
+
+
+def _sync_directory(path: Path) -> None:
+    directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 @contextlib.contextmanager

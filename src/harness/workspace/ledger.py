@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from harness.errors import StorageError
-from harness.filesystem._beneath import append_whole
+from harness.filesystem._beneath import append_whole, make_directories, open_appending, sync_up
 
 if TYPE_CHECKING:
     from harness.stores.base import BaseStore
@@ -222,10 +222,7 @@ class FileLedger:
     ) -> list[Record]:
         path = self.path(key)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(
-                path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-            )
+            fd = self._open(path)
         except OSError as exc:
             msg = f"cannot open the {self.kind} ledger {path}: {exc.strerror or exc}"
             raise StorageError(msg) from exc
@@ -248,6 +245,26 @@ class FileLedger:
             raise StorageError(msg) from exc
         finally:
             os.close(fd)  # closing releases the lock
+
+    def _open(self, path: Path) -> int:
+        """The key's file, opened to read and append; a new one is named on the disk first.
+
+        Every record is synced, so the file's name (and the directory's, when it is made here)
+        must be too, or a power loss could take a file whose records were each said saved.
+        """
+        made = make_directories(self.directory, 0o700)
+        directory = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd, created = open_appending(directory, path.name, readable=True, mode=0o600)
+            try:
+                if created or made:
+                    sync_up(directory, made)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
+        finally:
+            os.close(directory)
 
     def _caught_up(self, key: str, fd: int) -> tuple[_Folded, bool]:
         """The key's records read up to the file's end (only the new bytes), under its lock.

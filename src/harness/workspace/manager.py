@@ -40,6 +40,7 @@ from harness.filesystem._beneath import (
     append,
     directory_beneath,
     locked,
+    make_directories,
     remove_stray_temporaries,
     replace,
 )
@@ -166,8 +167,8 @@ class WorkspaceManager:
         if self.root.exists() and not self.root.is_dir():
             msg = f"workspace {self.root} is not a directory; pass --workspace DIR"
             raise WorkspaceError(msg)
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
+        try:  # named on the disk at once: what is saved in it may be synced
+            make_directories(self.root, 0o777, sync=True)
         except OSError as exc:
             msg = (
                 f"cannot create workspace {self.root}: {exc.strerror or exc}; pass --workspace DIR"
@@ -506,7 +507,7 @@ def file_lock(path: Path) -> Iterator[None]:
         StorageError: The lock file cannot be created or locked.
     """
     try:
-        with _parent_of(path) as directory, locked(directory, path.name):
+        with _parent_of(path) as (directory, _), locked(directory, path.name):
             yield
     except OSError as exc:
         msg = f"cannot lock {path}: {exc.strerror or exc}"
@@ -520,7 +521,7 @@ def locked_append(path: Path, data: bytes) -> None:
         StorageError: The file could not be written.
     """
     try:
-        with _parent_of(path) as directory:
+        with _parent_of(path) as (directory, _):
             append(directory, path.name, data)
     except OSError as exc:
         msg = f"cannot append to {path}: {exc.strerror or exc}"
@@ -534,18 +535,24 @@ def atomic_write(path: Path, data: bytes) -> None:
         StorageError: The file could not be written.
     """
     try:
-        with _parent_of(path) as directory:
-            replace(directory, path.name, data)
+        with _parent_of(path) as (directory, made):
+            replace(directory, path.name, data, above=made)
     except OSError as exc:
         msg = f"cannot write {path}: {exc.strerror or exc}"
         raise StorageError(msg) from exc
 
 
-def _parent_of(path: Path) -> contextlib.AbstractContextManager[int]:
-    """The directory of an operator-given path, created if missing, held for the operation."""
+@contextlib.contextmanager
+def _parent_of(path: Path) -> Iterator[tuple[int, int]]:
+    """The directory of an operator-given path, created if missing, held for the operation.
+
+    With how many directories it made (:func:`~harness.filesystem._beneath.make_directories`),
+    for the write to name them on the disk.
+    """
     parent = path.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    return directory_beneath(parent, parent)
+    made = make_directories(parent, 0o777)
+    with directory_beneath(parent, parent) as directory:
+        yield directory, made
 
 
 def _decode(data: bytes) -> str:

@@ -399,9 +399,11 @@ async def test_the_file_is_written_off_the_event_loop(
     threads: list[int] = []
     real = _beneath.replace
 
-    def recording(directory: int, name: str, data: bytes) -> None:
+    def recording(
+        directory: int, name: str, data: bytes, *, sync: bool = True, above: int = 0
+    ) -> None:
         threads.append(threading.get_ident())
-        real(directory, name, data)
+        real(directory, name, data, sync=sync, above=above)
 
     monkeypatch.setattr(local_storage, "replace", recording)  # where the storage looks it up
 

@@ -126,7 +126,8 @@ async def test_session_fsync_still_syncs_what_it_promises(
     finally:
         await harness.aclose()
     # Each save syncs its append ("step"), or the call's end does ("turn"); the new state
-    # (written at the first step) is synced too: file and directory.
-    assert fsyncs == synced + 2
+    # (written at the first step) is synced too: file and directory, and the session's new
+    # directory in its parent, once (a power loss must not unname what was synced into it).
+    assert fsyncs == synced + 3
     # In the step's own trip to the worker thread: syncing costs no round trip of its own.
     assert hops <= 1 + STEPS + 1 + 1 + 1
