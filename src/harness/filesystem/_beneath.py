@@ -55,6 +55,7 @@ __all__ = [
     "remove_stray_temporaries",
     "replace",
     "stat_beneath",
+    "sync_directory",
     "sync_up",
 ]
 
@@ -389,12 +390,12 @@ def open_appending(
             continue
 
 
-def make_directories(path: Path, mode: int, *, sync: bool = False) -> int:
+def make_directories(path: Path, mode: int) -> int:
     """Make the directory ``path`` and its missing parents; how many it made.
 
     That is the :attr:`Made.levels` of ``path``: how far up from it :func:`sync_up` must reach
-    for every new directory to be named on the disk, which ``sync`` does here. (Counted before
-    they are made: a writer making them at the same moment can only add one sync more.)
+    for every new directory to be named on the disk. (Counted before they are made: a writer
+    making them at the same moment can only add one sync more.)
     """
     missing = 0
     probe = path
@@ -402,13 +403,16 @@ def make_directories(path: Path, mode: int, *, sync: bool = False) -> int:
         missing += 1
         probe = probe.parent
     path.mkdir(parents=True, exist_ok=True, mode=mode)
-    if sync and missing:
-        directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            sync_up(directory, missing)
-        finally:
-            os.close(directory)
     return missing
+
+
+def sync_directory(path: Path, levels: int = 0) -> None:
+    """:func:`sync_up` from the directory at ``path``: an operator's path, not a checked one."""
+    directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sync_up(directory, levels)
+    finally:
+        os.close(directory)
 
 
 def sync_up(directory: int, levels: int) -> None:

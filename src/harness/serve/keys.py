@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.errors import ConfigError
-from harness.filesystem._beneath import append_whole, make_directories
+from harness.filesystem._beneath import append_whole, make_directories, sync_directory
 
 __all__ = [
     "KEYS_ENV",
@@ -290,13 +290,13 @@ def add_key(path: Path, user: str) -> str:
         raise ConfigError(msg)
     key = new_key()
     try:  # the key is handed out once: its line, and a new file's name, are on the disk first
-        make_directories(path.parent, 0o777, sync=True)
+        made = make_directories(path.parent, 0o777)
         new = not path.exists()
         with _locked(path, create=True) as fd:
             append_whole(fd, f"{user} {digest(key)}\n".encode())
             os.fsync(fd)
-        if new:
-            _sync_directory(path.parent)
+        if new or made:
+            sync_directory(path.parent, made)
     except OSError as exc:
         msg = f"cannot add a key to the API key file {path}: {exc.strerror or exc}"
         raise ConfigError(msg) from exc
@@ -387,15 +387,7 @@ def _replace(path: Path, text: str, *, mode: int) -> None:
             os.unlink(temporary)
         raise
     with contextlib.suppress(OSError):  # the rename itself, made durable
-        _sync_directory(path.parent)
-
-
-def _sync_directory(path: Path) -> None:
-    directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        sync_directory(path.parent)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from harness.filesystem._beneath import (
     make_directories,
     remove_stray_temporaries,
     replace,
+    sync_directory,
 )
 from harness.filesystem.base import MISSING, Appender, Storage
 from harness.filesystem.local import DEFAULT_MAX_FILE_BYTES, LocalFilesystem
@@ -168,7 +169,9 @@ class WorkspaceManager:
             msg = f"workspace {self.root} is not a directory; pass --workspace DIR"
             raise WorkspaceError(msg)
         try:  # named on the disk at once: what is saved in it may be synced
-            make_directories(self.root, 0o777, sync=True)
+            made = make_directories(self.root, 0o777)
+            if made:
+                sync_directory(self.root, made)
         except OSError as exc:
             msg = (
                 f"cannot create workspace {self.root}: {exc.strerror or exc}; pass --workspace DIR"
